@@ -1,0 +1,3 @@
+from overlay_tool.cli import main
+
+raise SystemExit(main())
