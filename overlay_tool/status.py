@@ -11,15 +11,11 @@ from overlay_tool.apply import BASE_REF, State, queue_hash
 from overlay_tool.errors import ConfigError
 from overlay_tool.export import render_queue
 from overlay_tool.git import Repo
+from overlay_tool.label import overlay_label
 from overlay_tool.patchfile import PatchFile
 from overlay_tool.project import Project
 
 Log = Callable[[str], None]
-
-
-def overlay_label(repo: Repo) -> str:
-    """The wheel's local version label for the checkout's HEAD (see patches/series, 0001)."""
-    return "overlay." + repo.git("rev-parse", "HEAD^{tree}")[:12]
 
 
 @dataclass
