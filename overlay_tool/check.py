@@ -73,10 +73,12 @@ def stale_diff(rendered: Rendered, folder: Path, shown: str) -> str:
 def check_queue(project: Project, *, log: Log = print) -> None:
     """Raise the matching error unless patches/ is exactly what apply + export reproduce."""
     problems = lint(project)
+    if len(problems) == 1:
+        raise ConfigError(problems[0])
     if problems:
         for problem in problems:
             log(f"  problem  {problem}")
-        raise ConfigError(f"{len(problems)} problem(s) in {project.display(project.patches_dir)} (listed above)")
+        raise ConfigError(f"{len(problems)} problems in {project.display(project.patches_dir)} (listed above)")
     pin = project.pin
     series: Series = project.series
     upstream = cache.ensure_commit(project.cache_dir, pin)

@@ -63,7 +63,7 @@ def test_description_and_whitespace_lint(toy_queue: Toy) -> None:
 
 def _lint_lines(toy: Toy) -> list[str]:
     lines: list[str] = []
-    with pytest.raises(ConfigError, match="2 problem"):
+    with pytest.raises(ConfigError, match="2 problems"):
         check_queue(toy.project, log=lines.append)
     return lines
 
