@@ -110,11 +110,19 @@ def apply_series(repo: Repo, series: Series, log: Log) -> list[str]:
         if failure:
             log(f"  FAILED   {entry.name}: {failure}")
             for later in series.entries[index + 1 :]:
-                log(f"  skipped  {later.name}")
+                log(f"  skipped  {later.name} ({_probe(repo, series.path.parent / later.name)})")
             raise QueueDoesNotApply(f"{entry.name} does not apply: {failure}")
         commits.append(repo.git("rev-parse", "HEAD"))
         log(f"  applied  {entry.name} ({entry.kind})")
     return commits
+
+
+def _probe(repo: Repo, patch: Path) -> str:
+    """Whether a patch after a failed one applies without it: one failure hides no other."""
+    proc = repo.run("apply", "--check", str(patch.absolute()), check=False)
+    if proc.returncode == 0:
+        return "applies without the failed patch"
+    return "would fail too: " + describe_failure(PatchFile.read(patch), proc.stderr.decode(errors="replace"))
 
 
 def _save_work(repo: Repo, state: State | None, head: str | None, dirty: list[str], log: Log) -> None:
@@ -190,6 +198,11 @@ def apply_queue(project: Project, checkout: Path | None = None, *, force: bool =
     repo.git("checkout", "--quiet", "--force", "-B", branch, pin.commit)
     repo.update_ref(BASE_REF, pin.commit)
     log(f"{shown}: {branch} at {pin.short}, applying {len(series.entries)} patch(es)")
-    apply_series(repo, series, log)
+    try:
+        apply_series(repo, series, log)
+    except QueueDoesNotApply as err:
+        err.hint = (f"{shown} stops before it; to resolve by hand: git -C {shown} am -3 <patch>, "
+                    "fix, git am --continue, apply the rest the same way, then mlx-overlay export")
+        raise
     State(pin=pin.commit, queue=wanted, head=repo.git("rev-parse", "HEAD"), branch=branch).write(repo)
     return path

@@ -275,14 +275,6 @@ class Repo:
 
     # -- creation -------------------------------------------------------
     @classmethod
-    def init_bare(cls, path: Path, remote_url: str) -> Repo:
-        path.mkdir(parents=True, exist_ok=True)
-        run_git(["init", "--quiet", "--bare", str(path)])
-        repo = cls(path)
-        repo.git("remote", "add", "origin", remote_url)
-        return repo
-
-    @classmethod
     def clone(cls, source: Path | str, path: Path, *, shared: bool = False) -> Repo:
         """A non-bare clone without a checkout (the caller checks out what it needs)."""
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -75,6 +75,19 @@ def test_conflict_reports_every_patch(toy_queue: Toy) -> None:
     with pytest.raises(QueueDoesNotApply, match="0001-Change-a.patch does not apply: src/a.txt: hunk #1"):
         apply_queue(toy_queue.project, log=lines.append, force=True)
     assert [line.split()[0] for line in lines if line.startswith("  ")] == ["FAILED", "skipped"]
+    assert lines[-1] == "  skipped  0002-Change-b.patch (applies without the failed patch)"
+
+
+def test_later_failures_are_reported_too(toy_queue: Toy) -> None:
+    upstream = toy_queue.upstream
+    for name in ("src/a.txt", "src/b.txt"):
+        (upstream / name).write_text("rewritten\n")
+    toy_queue.project.pin.with_commit(commit_all(upstream, "upstream rewrites a and b"))
+    lines: list[str] = []
+    with pytest.raises(QueueDoesNotApply):
+        apply_queue(toy_queue.project, log=lines.append, force=True)
+    assert lines[-1] == ("  skipped  0002-Change-b.patch (would fail too: "
+                         "src/b.txt: hunk #1 @@ -17,7 +17,7 @@ does not apply)")
 
 
 def test_dirty_checkout_refused_naming_files(toy_queue: Toy) -> None:
