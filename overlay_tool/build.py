@@ -53,8 +53,11 @@ from overlay_tool.errors import BuildError, ConfigError, MissingTool
 
 BACKENDS = ("auto", "metal", "cpu", "cuda")
 
-#: Environment variable the overlay's version-label patch reads (see
-#: ``LABEL_ENV`` users in the patch queue); the label is ``overlay.<hash>``.
+#: The queue's label patch (0001) makes setup.py end the version in
+#: ``+overlay.<first 12 hex of HEAD's tree>`` (``.dirty`` when tracked files
+#: changed); this variable replaces the hash there. The build does not set it:
+#: the label comes from the checkout, and ``BuildRequest.label`` (computed
+#: the same way by overlay_tool.label) only checks the wheel got it.
 LABEL_ENV = "MLX_OVERLAY_LABEL"
 LABEL_PREFIX = "overlay."
 
@@ -483,8 +486,6 @@ def build_env(req: BuildRequest, backend: str, py: Path, build_dir: Path, offlin
     env["PATH"] = str(py.parent) + os.pathsep + env.get("PATH", "")
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env.pop("PYTHONPATH", None)
-    if req.label:
-        env[LABEL_ENV] = req.label
     env.update(req.extra_env)
     return env
 
@@ -565,7 +566,7 @@ def build_wheel(req: BuildRequest, *, echo: Echo = _echo) -> BuildResult:
     env = build_env(req, backend, py, build_dir, offline)
     echo(f"[build] backend {backend}, {env['CMAKE_BUILD_PARALLEL_LEVEL']} jobs, build dir {build_dir}" + (" (reusing it)" if resumed else ""))
     if req.label:
-        echo(f"[build] version label +{req.label}")
+        echo(f"[build] version label +{req.label} (from the checkout's tree)")
 
     before = {p: p.stat().st_mtime for p in dist.glob("*.whl")}
     parser = ProgressParser()
