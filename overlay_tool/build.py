@@ -476,9 +476,34 @@ def wheel_label(wheel: Path) -> str | None:
     return version.split("+", 1)[1] if "+" in version else None
 
 
+def ccache_args(ccache: str | None, base_dir: Path) -> list[str]:
+    """Compiler launchers that run ccache with ``base_dir`` (the project root).
+
+    MLX's CMakeLists uses ccache by itself, but its setup.py sets
+    ``CCACHE_BASEDIR`` to the build folder, so sources in the checkout keep
+    absolute paths and another clone of the project never hits the cache.
+    With the launcher set here (and ``MLX_USE_CCACHE=OFF``), every path under
+    the project root is hashed relative to it: a fresh clone in CI reuses the
+    objects of earlier builds of the same sources.
+    """
+    if not ccache:
+        return []
+    if " " in str(base_dir) or " " in ccache:
+        return []  # CMAKE_ARGS is split on spaces; keep MLX's own ccache use
+    launcher = f"env;CCACHE_BASEDIR={base_dir};{ccache}"
+    return [
+        "-DMLX_USE_CCACHE=OFF",
+        f"-DCMAKE_C_COMPILER_LAUNCHER={launcher}",
+        f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}",
+        f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher}",
+    ]
+
+
 def build_env(req: BuildRequest, backend: str, py: Path, build_dir: Path, offline: OfflineSources | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     args = cmake_args(backend, offline, env.get("CMAKE_ARGS", ""))
+    base_dir = Path(os.path.commonpath([str(req.checkout.resolve()), str(build_dir.resolve())]))
+    args += ccache_args(shutil.which("ccache", path=env.get("PATH")), base_dir)
     env["CMAKE_ARGS"] = " ".join(args)
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(req.jobs or default_jobs())
     env["CMAKE_GENERATOR"] = "Ninja"
