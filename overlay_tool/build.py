@@ -327,7 +327,11 @@ class ProgressParser:
             return self._switch("link", "nothing to rebuild")
         if s.startswith(("-- Install configuration", "-- Installing:", "-- Up-to-date:")):
             return self._switch("install")
-        if s.startswith(("running install", "installing to ", "creating '", "adding '")) or "Building wheel for" in s and "finished" in s:
+        if self.phase in ("compile", "link", "install") and (
+            s.startswith(("running install", "installing to ", "creating '", "adding '"))
+            or ("Building wheel for" in s and "finished" in s)
+        ):
+            # (pip's metadata step also says "creating '...dist-info'", before configure)
             return self._switch("wheel")
         if s.startswith("Stored in directory") or s.startswith("Created wheel for"):
             self.phase = "done"
