@@ -279,3 +279,29 @@ def test_interrupted_build_stops_the_compilers_and_keeps_the_build_dir(fake_buil
 def test_not_a_checkout_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not an mlx checkout"):
         B.build_wheel(B.BuildRequest(checkout=tmp_path, state=tmp_path / "s", dist=tmp_path / "d"))
+
+
+# -- through the command line -----------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cli_build_refuses_a_folder_that_is_not_a_checkout(tmp_path: Path, capsys) -> None:
+    from overlay_tool.cli import main
+
+    assert main(["-C", str(ROOT), "build", "--checkout", str(tmp_path)]) == 2
+    assert "not an mlx checkout" in capsys.readouterr().err
+
+
+def test_cli_build_names_a_missing_system_package(tmp_path: Path, capsys, monkeypatch) -> None:
+    from overlay_tool.cli import main
+
+    (tmp_path / "setup.py").write_text("")
+    (tmp_path / "CMakeLists.txt").write_text(CMAKELISTS)
+    monkeypatch.setattr(B, "LINUX_CPU_REQUIREMENTS", (B.SystemRequirement("libopenblas-dev", "BLAS (cblas.h)", ("/nonexistent/cblas.h",)),))
+    monkeypatch.setattr(B.platform, "system", lambda: "Linux")
+    code = main(["-C", str(ROOT), "build", "--backend", "cpu", "--checkout", str(tmp_path), "--dist", str(tmp_path / "d")])
+    err = capsys.readouterr().err
+    assert code == 12
+    assert "mlx-overlay: error: missing system package(s) for the build: libopenblas-dev (BLAS (cblas.h))" in err
+    assert "mlx-overlay: hint: apt-get install libopenblas-dev" in err
