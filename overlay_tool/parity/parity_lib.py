@@ -17,12 +17,13 @@ import re
 #: Metal batch limit; the Metal sweep uses the limit of the device).
 MIN_M_MAX = 16
 
-#: Environment variable of the overlay's policy switch back to the stock
-#: ``qmv_wide`` route on Metal (the kernel patch defines it; the runner may
-#: override the name through ``MLX_OVERLAY_PARITY_STOCK_ENV``).
-STOCK_ROUTE_ENV = os.environ.get("MLX_OVERLAY_PARITY_STOCK_ENV", "MLX_OVERLAY_QMV_WIDE")
+#: The overlay's benchmarking switch (patch "make qmv_streamed the default
+#: and add a route switch"): MLX_QMV_ROUTE=qmv|wide|streamed|streamed:V forces
+#: the kernel of affine mat-vec products on every generation. ("MLX_QMV_WIDE=1"
+#: is the policy switch back to qmv_wide on generation 15 and later.)
+ROUTE_ENV = os.environ.get("MLX_OVERLAY_PARITY_ROUTE_ENV", "MLX_QMV_ROUTE")
 #: Name of the streamed kernel as it appears in mlx.metallib.
-STREAMED_KERNEL = os.environ.get("MLX_OVERLAY_PARITY_KERNEL", "qmv_streamed")
+STREAMED_KERNEL = os.environ.get("MLX_OVERLAY_PARITY_KERNEL", "affine_qmv_streamed")
 
 
 def parse_arch(arch: str) -> tuple[int, str]:
