@@ -27,9 +27,9 @@ from parity_lib import first_mismatch, m_values
 BITS = [2, 3, 4, 5, 6, 8]
 GROUP_SIZES = [32, 64, 128]
 DTYPES = {"float16": (mx.float16, mx.uint16), "bfloat16": (mx.bfloat16, mx.uint16), "float32": (mx.float32, mx.uint32)}
-# (K, N): aligned (qmv_fast on Metal), ragged N (N % 8 != 0: qmv with the N
-# tail), ragged K and N (K not a multiple of qmv_fast's K step: qmv's K tail).
-SHAPES = [(512, 256), (384, 67), (1152, 40)]
+# (K, N): aligned (qmv_fast on Metal: N % 8 == 0, K % 512 == 0), ragged N (N % 8 != 0: qmv with the N
+# tail), ragged K (K % 512 and K % 256 != 0: qmv with the K tail).
+SHAPES = [(512, 128), (384, 67), (640, 40)]
 BATCHES = [1, 3]
 
 
