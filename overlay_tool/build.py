@@ -529,10 +529,15 @@ def _stream(cmd: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path,
         for key in ("CMAKE_ARGS", "CMAKE_BUILD_PARALLEL_LEVEL", "CMAKE_GENERATOR", "DIST_EXTRA_CONFIG", LABEL_ENV):
             if key in env:
                 fh.write(f"# {key}={env[key]}\n")
+        # The build runs in its own session so that one killpg stops pip,
+        # setup.py, cmake, ninja and the compilers together. Ctrl-C reaches
+        # only this process, so SIGTERM/SIGHUP are turned into the same
+        # KeyboardInterrupt here, and the except clause below cleans up.
         proc = subprocess.Popen(
             list(cmd), cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, errors="replace", bufsize=1, start_new_session=True,
         )
+        previous = _raise_on_termination()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -555,6 +560,30 @@ def _stream(cmd: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path,
                 proc.wait()
             fh.write("\n# interrupted\n")
             raise
+        finally:
+            _restore_handlers(previous)
+
+
+def _raise_on_termination() -> dict[int, object]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt while the build runs (main thread only)."""
+    import threading
+
+    previous: dict[int, object] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous
+
+    def handler(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            previous[sig] = signal.signal(sig, handler)
+    return previous
+
+
+def _restore_handlers(previous: dict[int, object]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def build_wheel(req: BuildRequest, *, echo: Echo = _echo) -> BuildResult:
@@ -603,6 +632,11 @@ def build_wheel(req: BuildRequest, *, echo: Echo = _echo) -> BuildResult:
     t0 = time.time()
     rc = _stream(pip_wheel_command(py, checkout, dist), env=env, cwd=checkout, log=log, parser=parser, echo=echo, tail=tail)
     seconds = time.monotonic() - start
+    if rc < 0:
+        raise BuildError(
+            f"the build was stopped by signal {-rc} after {seconds:.0f} s; {build_dir} is kept, "
+            f"so the next run resumes; full log: {log}"
+        )
     if rc != 0:
         for line in error_lines(tail):
             echo(f"[build] | {line}")

@@ -305,3 +305,30 @@ def test_cli_build_names_a_missing_system_package(tmp_path: Path, capsys, monkey
     assert code == 12
     assert "mlx-overlay: error: missing system package(s) for the build: libopenblas-dev (BLAS (cblas.h))" in err
     assert "mlx-overlay: hint: apt-get install libopenblas-dev" in err
+
+
+def test_sigterm_stops_the_build_like_ctrl_c(fake_build, monkeypatch, tmp_path) -> None:
+    import signal
+
+    request, _ = fake_build
+    monkeypatch.setenv("FAKE_PIP_MODE", "hang")
+    pid_file = tmp_path / "pid"
+    monkeypatch.setenv("FAKE_PIP_PID_OUT", str(pid_file))
+
+    def echo(line: str) -> None:
+        if "compile" in line:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        B.build_wheel(request(), echo=echo)
+    assert signal.getsignal(signal.SIGTERM) == before  # handler restored
+    pid = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the build process survived SIGTERM")
