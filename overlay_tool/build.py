@@ -267,12 +267,16 @@ class ProgressParser:
     """Turns raw build output lines into :class:`Progress` events.
 
     ``feed`` returns an event when one is worth printing: every phase change,
-    and compile steps at most every ``every`` percent (and the last one).
+    and compile steps every ``every`` percent or ``seconds`` seconds,
+    whichever comes first (and the last one).
     """
 
-    def __init__(self, every: int = 10) -> None:
+    def __init__(self, every: int = 10, seconds: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.phase: str | None = None
         self.every = every
+        self.seconds = seconds
+        self.clock = clock
+        self._last_time = clock()
         self._last_pct = -1
         self.done = 0
         self.total = 0
@@ -307,8 +311,11 @@ class ProgressParser:
                 self.compiled += 1
                 self.phase = "compile"
                 pct = 100 * done // total if total else 0
-                if pct // self.every != self._last_pct // self.every or done == total or self._last_pct < 0:
+                now = self.clock()
+                if (pct // self.every != self._last_pct // self.every or done == total or self._last_pct < 0
+                        or now - self._last_time >= self.seconds):
                     self._last_pct = pct
+                    self._last_time = now
                     return Progress("compile", done, total)
             return None
         m = _MAKE.match(line)

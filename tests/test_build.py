@@ -332,3 +332,13 @@ def test_sigterm_stops_the_build_like_ctrl_c(fake_build, monkeypatch, tmp_path) 
         time.sleep(0.1)
     else:
         pytest.fail("the build process survived SIGTERM")
+
+
+def test_slow_compiles_still_report_every_minute() -> None:
+    now = [0.0]
+    parser = B.ProgressParser(every=50, seconds=60, clock=lambda: now[0])
+    assert parser.feed("[1/100] Building CXX object a.o").line() == "[build] compile 1/100 (1%)"
+    now[0] = 30
+    assert parser.feed("[2/100] Building CXX object b.o") is None
+    now[0] = 61
+    assert parser.feed("[3/100] Building CXX object c.o").line() == "[build] compile 3/100 (3%)"
