@@ -342,3 +342,24 @@ def test_slow_compiles_still_report_every_minute() -> None:
     assert parser.feed("[2/100] Building CXX object b.o") is None
     now[0] = 61
     assert parser.feed("[3/100] Building CXX object c.o").line() == "[build] compile 3/100 (3%)"
+
+
+def test_build_env_passes_everything_through_setup_py_variables(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "proj"
+    checkout = root / "work" / "mlx"
+    build_dir = root / ".overlay" / "build" / "k"
+    for p in (checkout, build_dir):
+        p.mkdir(parents=True)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "ccache").write_text("#!/bin/sh\n")
+    (bindir / "ccache").chmod(0o755)
+    req = B.BuildRequest(checkout=checkout, state=root / ".overlay", dist=root / "dist", jobs=3, root=root)
+    env = B.build_env(req, "cpu", tmp_path / "venv" / "bin" / "python", build_dir, None,
+                      base={"PATH": str(bindir), "CMAKE_ARGS": "-DMINE=1", "PYTHONPATH": "/x"})
+    args = env["CMAKE_ARGS"].split(" ")
+    assert args[:2] == ["-DMLX_BUILD_METAL=OFF", "-DMLX_BUILD_CUDA=OFF"] and "-DMINE=1" in args
+    assert f"-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR={root.resolve()};{bindir / 'ccache'}" in args
+    assert env["CMAKE_BUILD_PARALLEL_LEVEL"] == "3" and env["CMAKE_GENERATOR"] == "Ninja"
+    assert env["PATH"].startswith(str(tmp_path / "venv" / "bin"))
+    assert "PYTHONPATH" not in env
