@@ -512,9 +512,10 @@ def ccache_args(ccache: str | None, base_dir: Path) -> list[str]:
 
 def build_env(req: BuildRequest, backend: str, py: Path, build_dir: Path, offline: OfflineSources | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
-    args = cmake_args(backend, offline, env.get("CMAKE_ARGS", ""))
     base_dir = Path(os.path.commonpath([str(req.checkout.resolve()), str(build_dir.resolve())]))
+    args = cmake_args(backend, offline)
     args += ccache_args(shutil.which("ccache", path=env.get("PATH")), base_dir)
+    args += [a for a in env.get("CMAKE_ARGS", "").split(" ") if a]  # the user's own, last: they win
     env["CMAKE_ARGS"] = " ".join(args)
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(req.jobs or default_jobs())
     env["CMAKE_GENERATOR"] = "Ninja"
