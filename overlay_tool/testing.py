@@ -258,6 +258,8 @@ class TestRequest:
     state: Path  # <root>/.overlay
     summary: Path
     expected_backend: str | None = None
+    label: str | None = None
+    queue_hash: str | None = None
     parity_args: Sequence[str] = ()
     mlx_args: Sequence[str] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -336,6 +338,9 @@ def run_tests(req: TestRequest, *, echo: Echo = _echo) -> dict:
 
     summary = {
         "wheel": str(req.wheel),
+        "label": req.label,
+        "queue_hash": req.queue_hash,
+        "built_for": req.expected_backend,
         "mlx": info["mlx"],
         "backend": backend,
         "device": info["device"],

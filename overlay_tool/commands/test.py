@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
         state=project.root / ".overlay",
         summary=(args.json or dist / "test-summary.json").absolute(),
         expected_backend=checked.built_backend,
+        label=checked.label,
+        queue_hash=current,
     ))
     if not summary["ok"]:
         bad = [f"{s['name']} ({s['backend']})" for s in summary["suites"] if not s["ok"]]
