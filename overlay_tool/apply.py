@@ -134,10 +134,11 @@ def _save_work(repo: Repo, state: State | None, head: str | None, dirty: list[st
         ref = f"{SAVED_REFS}/{stamp}-uncommitted"
         repo.update_ref(ref, repo.git("rev-parse", "refs/stash"))
         log(f"saved uncommitted work as {ref}; recover it with: git -C {where} stash apply {ref}")
-    if head and state and head != state.head:
+    if head and (state is None or head != state.head):
         ref = f"{SAVED_REFS}/{stamp}-head"
         repo.update_ref(ref, head)
-        log(f"saved the previous HEAD as {ref}; recover it with: git -C {where} cherry-pick {state.head}..{ref}")
+        since = state.head if state else "<base>"
+        log(f"saved the previous HEAD as {ref}; recover it with: git -C {where} cherry-pick {since}..{ref}")
 
 
 def _open_checkout(project: Project, path: Path) -> Repo:
@@ -178,13 +179,15 @@ def apply_queue(project: Project, checkout: Path | None = None, *, force: bool =
                 and repo.current_branch() == branch):
             log(f"{shown} is up to date: {branch} = {pin.short} + {len(series.entries)} patch(es)")
             return path
-        moved = bool(state and head and head != state.head)
+        # A HEAD the tool did not leave (or no record at all) may hold the user's commits.
+        moved = head is not None and (state is None or head != state.head)
         if (dirty or moved) and not force:
             if dirty:
                 listed = ", ".join(dirty[:5]) + (f" (+{len(dirty) - 5} more)" if len(dirty) > 5 else "")
                 raise DirtyCheckout(f"{shown} has uncommitted changes: {listed}",
-                                    hint="commit them (then mlx-overlay export), or re-run with --force to set them aside")
-            raise DirtyCheckout(f"{shown} has commits that are not in patches/ (HEAD moved since the last apply)",
+                                    hint="commit them (then mlx-overlay export), "
+                                         "or re-run with --force to set them aside")
+            raise DirtyCheckout(f"{shown} has commits that are not in patches/ (HEAD is not where apply left it)",
                                 hint="run mlx-overlay export first, or re-run with --force to set them aside")
         if dirty or moved:
             _save_work(repo, state, head, dirty, log)
@@ -201,6 +204,8 @@ def apply_queue(project: Project, checkout: Path | None = None, *, force: bool =
     try:
         apply_series(repo, series, log)
     except QueueDoesNotApply as err:
+        # Record where the tool stopped, so commits made on top are never reset silently.
+        State(pin=pin.commit, queue="incomplete", head=repo.git("rev-parse", "HEAD"), branch=branch).write(repo)
         err.hint = (f"{shown} stops before it; to resolve by hand: git -C {shown} am -3 <patch>, "
                     "fix, git am --continue, apply the rest the same way, then mlx-overlay export")
         raise

@@ -281,7 +281,7 @@ class Repo:
         args = ["clone", "--quiet", "--no-checkout"]
         if shared:
             args.append("--shared")
-        run_git(args + [str(source), str(path)])
+        run_git([*args, str(source), str(path)])
         return cls(path)
 
     # -- queries --------------------------------------------------------

@@ -88,7 +88,8 @@ def collect(project: Project, *, fetch: bool = False) -> Status:
                 status.patches = [(e.name, e.kind, f"unknown ({err.message})") for e in project.series.entries]
             status.label = overlay_label(repo)
         else:
-            status.patches = [(e.name, e.kind, "checkout busy (git operation in progress)") for e in project.series.entries]
+            busy = "checkout busy (git operation in progress)"
+            status.patches = [(e.name, e.kind, busy) for e in project.series.entries]
     else:
         status.patches = [(e.name, e.kind, "no work checkout (run apply)") for e in project.series.entries]
     return status
