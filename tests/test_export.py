@@ -19,7 +19,22 @@ HOSTILE = {
     "diff.algorithm": "patience",
     "diff.context": "9",
     "diff.srcPrefix": "left/",
+    "diff.dstPrefix": "right/",
+    "diff.suppressBlankEmpty": "true",
+    "diff.interHunkContext": "20",
+    "diff.indentHeuristic": "false",
     "core.autocrlf": "true",
+    "core.quotePath": "false",
+    "format.headers": "X-Leak: 1",
+    "format.to": "someone@example.invalid",
+    "format.from": "true",
+    "format.forceInBodyFrom": "true",
+    "format.suffix": ".diff",
+    "format.signOff": "true",
+    "format.useAutoBase": "true",
+    "format.noprefix": "true",
+    "format.encodeEmailHeaders": "false",
+    "i18n.logOutputEncoding": "ISO-8859-1",
 }
 
 
@@ -36,9 +51,19 @@ def add_rename(toy: Toy) -> None:
     toy.add_patch("src/c.txt", "line 30\n", "line thirty\n", "Rename b to c\n\nFor the test of renames.")
 
 
+def add_unicode(toy: Toy) -> None:
+    """Non-ASCII author and path, blank context lines: what encodings and quoting change."""
+    (toy.work / "docs").mkdir()
+    (toy.work / "docs" / "notes é.txt").write_text("a\n\n\nb\n\n\nc\n")
+    commit_all(toy.work, "Add notes\n\nWith an accent.", env={"GIT_AUTHOR_NAME": "Zoë Ünicode"})
+    (toy.work / "docs" / "notes é.txt").write_text("a\n\n\nB\n\n\nc\n")
+    commit_all(toy.work, "Édit notes\n\nCapital B.")
+
+
 def test_same_bytes_whatever_the_user_config(toy_queue: Toy, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     add_rename(toy_queue)
+    add_unicode(toy_queue)
     export_queue(toy_queue.project, log=quiet)
     baseline = patch_bytes(toy_queue.project)
     assert b"rename from" not in baseline["0003-Rename-b-to-c.patch"]
