@@ -402,7 +402,7 @@ class Rebaser:
         log("\n".join(table(state.rows + [row] + probed, f"rebase {state.old_pin[:8]} -> {state.new_pin[:8]}:")))
         shown = project.display(repo.path)
         log("")
-        log(f"{row.name} stopped in {shown} (branch {state.new_branch}); conflicted:")
+        log(f"stopped at {row.name} in {shown} (branch {state.new_branch}); conflicted:")
         for path in repo.conflicted_files():
             log(f"  {path}")
             for line in conflict_hunks(repo.path / path):
