@@ -31,7 +31,7 @@ Log = Callable[[str], None]
 def lint(project: Project) -> list[str]:
     """Every problem in patches/ that needs no git to see, one line each."""
     series = project.series
-    problems = series.problems()
+    problems = [p.replace(f"{project.root}/", "") for p in series.problems()]
     for entry in series.entries:
         path = project.patches_dir / entry.name
         if not path.is_file():
