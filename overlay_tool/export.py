@@ -191,11 +191,11 @@ def export_queue(project: Project, checkout: Path | None = None, *, log: Log = p
     for name in rendered.new:
         log(f"  new      {name} (marked {DEFAULT_KIND}; change it in patches/series if it is for upstream)")
     if not differs(rendered, project.patches_dir):
-        log(f"{project.display(project.patches_dir)} is up to date ({len(rendered.files)} patch(es))")
+        log(f"{project.display(project.patches_dir)}/ is up to date ({len(rendered.files)} patch(es))")
     else:
         write_atomically(rendered, project.patches_dir)
         changed = [n for n in rendered.files if n not in rendered.kept]
-        log(f"wrote {project.display(project.patches_dir)}: {len(rendered.files)} patch(es), "
+        log(f"wrote {project.display(project.patches_dir)}/: {len(rendered.files)} patch(es), "
             f"{len(changed)} changed, {len(rendered.kept)} unchanged")
     # The checkout now holds exactly the queue: a later apply has nothing to do.
     State(pin=pin.commit, queue=queue_hash(project.series, pin.commit),

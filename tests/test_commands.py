@@ -22,7 +22,7 @@ def test_apply_export_status_check_round_trip(toy_queue: Toy, capsys: pytest.Cap
     assert code == 0 and out.splitlines()[1:] == [
         "  applied  0001-Change-a.patch (overlay)", "  applied  0002-Change-b.patch (overlay)"]
     code, out, _ = run(toy_queue, capsys, "export")
-    assert (code, out) == (0, "patches is up to date (2 patch(es))\n")
+    assert (code, out) == (0, "patches/ is up to date (2 patch(es))\n")
     code, out, _ = run(toy_queue, capsys, "status")
     assert code == 0 and "0002-Change-b.patch  overlay   applied" in out
     code, out, _ = run(toy_queue, capsys, "check")
