@@ -170,6 +170,12 @@ def export_queue(project: Project, checkout: Path | None = None, *, log: Log = p
     if not (path / ".git").exists():
         raise ConfigError(f"{shown}: no work checkout (run mlx-overlay apply first)")
     repo = Repo(path)
+    with repo.locked():
+        return _export(project, repo, log)
+
+
+def _export(project: Project, repo: Repo, log: Log) -> Rendered:
+    shown = project.display(repo.path)
     op = repo.operation_in_progress()
     if op:
         raise OperationInProgress(f"{shown}: a git {op} is in progress; refusing to export a half-done queue",
