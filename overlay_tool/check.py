@@ -31,7 +31,7 @@ Log = Callable[[str], None]
 def lint(project: Project) -> list[str]:
     """Every problem in patches/ that needs no git to see, one line each."""
     series = project.series
-    problems = series.problems()
+    problems = [p.replace(f"{project.root}/", "") for p in series.problems()]
     for entry in series.entries:
         path = project.patches_dir / entry.name
         if not path.is_file():
@@ -78,7 +78,7 @@ def check_queue(project: Project, *, log: Log = print) -> None:
     if problems:
         for problem in problems:
             log(f"  problem  {problem}")
-        raise ConfigError(f"{len(problems)} problems in {project.display(project.patches_dir)} (listed above)")
+        raise ConfigError(f"{len(problems)} problems in {project.display(project.patches_dir)}/ (listed above)")
     pin = project.pin
     series: Series = project.series
     upstream = cache.ensure_commit(project.cache_dir, pin)
@@ -91,6 +91,6 @@ def check_queue(project: Project, *, log: Log = print) -> None:
     shown = project.display(project.patches_dir)
     if differs(rendered, project.patches_dir):
         log(stale_diff(rendered, project.patches_dir, shown).rstrip("\n"))
-        raise QueueStale(f"{shown} is not what apply + export produce (diff above)",
+        raise QueueStale(f"{shown}/ is not what apply + export produce (diff above)",
                          hint="run mlx-overlay apply && mlx-overlay export, then commit patches/")
-    log(f"{shown} is up to date: {len(series.entries)} patch(es) apply to {pin.short} and re-export unchanged")
+    log(f"{shown}/ is up to date: {len(series.entries)} patch(es) apply to {pin.short} and re-export unchanged")

@@ -23,16 +23,19 @@ With :func:`set_verbose`, each command is echoed to stderr before it runs.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import os
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay_tool.errors import GitError
+from overlay_tool.errors import GitError, OperationInProgress
 
 #: Committer of every commit the tool creates; authors come from the patches.
 COMMITTER_NAME = "mlx-overlay"
@@ -334,6 +337,20 @@ class Repo:
             if (gd / marker).exists():
                 return name
         return None
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold an exclusive lock on this repository for the tool's own read-modify-write steps.
+
+        Two ``mlx-overlay`` runs on one checkout (a shell and an editor
+        plugin, say) would otherwise interleave ``git am`` and ``export``.
+        """
+        with open(self.git_dir() / "mlx-overlay.lock", "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise OperationInProgress(f"{self.path}: another mlx-overlay command is working here") from None
+            yield
 
     def update_ref(self, ref: str, value: str, message: str = "mlx-overlay") -> None:
         self.git("update-ref", "-m", message, ref, value)

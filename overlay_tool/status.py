@@ -104,10 +104,11 @@ def report(project: Project, status: Status, log: Log = print) -> None:
     if status.label:
         log(f"label    +{status.label} (wheel built from {project.display(project.work_dir)})")
     log(f"patches  {len(status.patches)}")
+    width = max((len(name) for name, _, _ in status.patches), default=0)
     for name, kind, state in status.patches:
-        log(f"  {name:<48} {kind:<8} {state}")
+        log(f"  {name:<{width}}  {kind:<8}  {state}")
     for name in status.extra_commits:
-        log(f"  {name:<48} {'':<8} new commit in the checkout (export to save)")
+        log(f"  {name:<{width}}  {'':<8}  new commit in the checkout (export to save)")
     if status.drift:
         log(f"upstream commits since the pin touching patched files: {len(status.drift)}")
         for line in status.drift:

@@ -6,7 +6,7 @@ import pytest
 from conftest import Toy, commit_all, sh_git
 from overlay_tool.apply import BASE_REF, apply_queue
 from overlay_tool.errors import DirtyCheckout, OperationInProgress, QueueDoesNotApply
-from overlay_tool.git import COMMITTER_NAME
+from overlay_tool.git import COMMITTER_NAME, Repo
 
 
 def run_apply(toy: Toy, **kw: object) -> list[str]:
@@ -151,3 +151,8 @@ def test_checkout_not_made_by_the_tool_is_not_reset(toy: Toy) -> None:
     sh_git(toy.upstream, "clone", "-q", str(toy.upstream), str(toy.work))
     with pytest.raises(DirtyCheckout, match="commits that are not in patches/"):
         run_apply(toy)
+
+
+def test_a_second_run_on_the_same_checkout_is_refused(toy_queue: Toy) -> None:
+    with Repo(toy_queue.work).locked(), pytest.raises(OperationInProgress, match="another mlx-overlay command"):
+        run_apply(toy_queue)

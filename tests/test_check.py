@@ -32,7 +32,7 @@ def test_hand_edited_patch_is_stale_with_diff(toy_queue: Toy, capsys: pytest.Cap
     code, out = exit_code(toy_queue, capsys)
     assert code == QueueStale.exit_code
     assert "patches/0002-Change-b.patch (re-exported)" in out
-    assert "mlx-overlay: error: patches is not what apply + export produce" in out
+    assert "mlx-overlay: error: patches/ is not what apply + export produce" in out
 
 
 def test_reordered_series_fails(toy_queue: Toy, capsys: pytest.CaptureFixture[str]) -> None:

@@ -92,7 +92,7 @@ def test_unchanged_patches_kept_byte_for_byte(toy_queue: Toy) -> None:
     export_queue(toy_queue.project, log=lines.append)
     assert first.read_bytes() == tampered
     assert b"line 20 again" in (patches / "0002-Change-b.patch").read_bytes()
-    assert lines[-1] == "wrote patches: 2 patch(es), 1 changed, 1 unchanged"
+    assert lines[-1] == "wrote patches/: 2 patch(es), 1 changed, 1 unchanged"
 
 
 def test_renumbered_patch_keeps_its_bytes_and_kind(toy_queue: Toy) -> None:
@@ -116,7 +116,7 @@ def test_reexport_without_changes_writes_nothing(toy_queue: Toy) -> None:
     before = {p: p.stat().st_mtime_ns for p in toy_queue.project.patches_dir.iterdir()}
     lines: list[str] = []
     export_queue(toy_queue.project, log=lines.append)
-    assert lines == ["patches is up to date (2 patch(es))"]
+    assert lines == ["patches/ is up to date (2 patch(es))"]
     assert {p: p.stat().st_mtime_ns for p in toy_queue.project.patches_dir.iterdir()} == before
 
 
