@@ -223,6 +223,12 @@ class Rebaser:
             return
         path = apply_queue(project, checkout, log=log)  # the old queue, committed: refuses unsaved work
         repo = Repo(path)
+        with repo.locked():
+            self._begin(repo, ref, new, upstream)
+
+    def _begin(self, repo: Repo, ref: str, new: str, upstream: Repo) -> None:
+        project, log = self.project, self.log
+        pin, series, path = project.pin, project.series, repo.path
         old_head = repo.git("rev-parse", "HEAD")
         commits = repo.lines("rev-list", "--reverse", f"{pin.commit}..{old_head}")
         if len(commits) != len(series.entries):
@@ -250,6 +256,10 @@ class Rebaser:
     def continue_(self, *, skip: bool = False) -> None:
         state = self._require()
         repo = Repo(Path(state.checkout))
+        with repo.locked():
+            self._continue(state, repo, skip)
+
+    def _continue(self, state: Rebase, repo: Repo, skip: bool) -> None:
         if state.phase == "finishing":
             return self._finish(state, repo)
         in_pick = repo.operation_in_progress() == "cherry-pick"
@@ -272,9 +282,13 @@ class Rebaser:
         self._drive(state, repo)
 
     def abort(self) -> None:
-        project, log = self.project, self.log
         state = self._require()
         repo = Repo(Path(state.checkout))
+        with repo.locked():
+            self._abort(state, repo)
+
+    def _abort(self, state: Rebase, repo: Repo) -> None:
+        project, log = self.project, self.log
         if repo.operation_in_progress() == "cherry-pick":
             repo.run("cherry-pick", "--quit", check=False)
         if state.orig_branch:
