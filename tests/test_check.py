@@ -95,3 +95,12 @@ def test_check_leaves_no_trace(toy_queue: Toy) -> None:
     check(toy_queue)
     assert sorted(p.name for p in toy_queue.project.root.rglob("*") if ".git" not in p.parts) == before
     assert sh_git(toy_queue.project.cache_dir, "worktree", "list").count("\n") == 0
+
+
+def test_binary_and_deleted_files_round_trip(toy_queue: Toy) -> None:
+    (toy_queue.work / "blob.bin").write_bytes(bytes(range(256)) * 4)
+    (toy_queue.work / "README").unlink()
+    commit_all(toy_queue.work, "Binary and deletion\n\nBoth kinds of diff.")
+    export_queue(toy_queue.project, log=lambda _: None)
+    assert b"GIT binary patch" in (toy_queue.project.patches_dir / "0003-Binary-and-deletion.patch").read_bytes()
+    check(toy_queue)
