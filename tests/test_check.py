@@ -32,6 +32,13 @@ def test_hand_edited_patch_is_stale_with_diff(toy_queue: Toy, capsys: pytest.Cap
     code, out = exit_code(toy_queue, capsys)
     assert code == QueueStale.exit_code
     assert "patches/0002-Change-b.patch (re-exported)" in out
+    fix = toy_queue.project.root.parent / "fix"
+    with pytest.raises(QueueStale) as err:
+        check_queue(toy_queue.project, fix_dir=fix, log=lambda _: None)
+    assert err.value.hint and str(fix) in err.value.hint
+    fixed = (fix / "0002-Change-b.patch").read_bytes()
+    assert b"+line 2O\n" in fixed and fixed != patch.read_bytes()  # same edit, consistent index line
+    assert (fix / "series").read_text() == toy_queue.project.series_path.read_text()
     assert "mlx-overlay: error: patches/ is not what apply + export produce" in out
 
 
