@@ -32,10 +32,9 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from overlay_tool.errors import GitError, OperationInProgress
+from overlay_tool.errors import GitError, MissingTool, OperationInProgress
 
 #: Committer of every commit the tool creates; authors come from the patches.
 COMMITTER_NAME = "mlx-overlay"
@@ -125,18 +124,9 @@ def set_verbose(verbose: bool) -> None:
     _verbose = verbose
 
 
-@dataclass(frozen=True)
-class _Isolation:
-    """A private config home holding the user's insteadOf rules and nothing else."""
-
-    home: Path
-
-    @property
-    def gitconfig(self) -> Path:
-        return self.home / "gitconfig"
-
-
-_isolations: dict[tuple[str | None, ...], _Isolation] = {}
+#: Private config homes (holding the user's insteadOf rules and nothing else),
+#: one per set of values of the variables below (tests change them).
+_isolations: dict[tuple[str | None, ...], Path] = {}
 
 # The variables that decide which config files the user's own git reads.
 _CONFIG_LOCATORS = (
@@ -152,20 +142,19 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def read_user_insteadof(env: dict[str, str] | None = None) -> list[tuple[str, str]]:
+def read_user_insteadof() -> list[tuple[str, str]]:
     """The ``(base, prefix)`` pairs of the user's ``url.<base>.insteadOf``.
 
     Read from the system and global config as the user's own git would see
     them (``--includes``), outside any repository.
     """
-    env = dict(os.environ if env is None else env)
+    env = dict(os.environ)
     for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT"):
         env.pop(name, None)
-    proc = subprocess.run(
+    proc = _spawn(
         ["git", "config", "--includes", "--null", "--get-regexp", r"^url\..*\.insteadof$"],
-        cwd=os.path.abspath(os.sep),
+        cwd=Path(os.path.abspath(os.sep)),
         env=env,
-        capture_output=True,
     )
     if proc.returncode not in (0, 1):  # 1: no such key
         raise GitError(f"cannot read your git config: {proc.stderr.decode(errors='replace').strip()}")
@@ -179,26 +168,26 @@ def read_user_insteadof(env: dict[str, str] | None = None) -> list[tuple[str, st
     return pairs
 
 
-def _isolation() -> _Isolation:
+def _isolation() -> Path:
     key = tuple(os.environ.get(name) for name in _CONFIG_LOCATORS)
-    iso = _isolations.get(key)
-    if iso is None:
+    home = _isolations.get(key)
+    if home is None:
         home = Path(tempfile.mkdtemp(prefix="mlx-overlay-git-"))
         atexit.register(shutil.rmtree, home, True)
         lines = [f"[url {_quote(base)}]\n\tinsteadOf = {_quote(prefix)}\n" for base, prefix in read_user_insteadof()]
         (home / "gitconfig").write_text("".join(lines), encoding="utf-8")
-        iso = _isolations[key] = _Isolation(home)
-    return iso
+        _isolations[key] = home
+    return home
 
 
-def git_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+def git_environment() -> dict[str, str]:
     """The environment every git call runs in (see the module docstring)."""
-    iso = _isolation()
+    home = _isolation()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEPT_GIT_VARS}
     env.update(
         GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=str(iso.gitconfig),
-        XDG_CONFIG_HOME=str(iso.home),
+        GIT_CONFIG_GLOBAL=str(home / "gitconfig"),
+        XDG_CONFIG_HOME=str(home),
         GIT_TERMINAL_PROMPT="0",
         GIT_EDITOR="true",
         GIT_PAGER="cat",
@@ -210,8 +199,6 @@ def git_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
         LANGUAGE="C",
         TZ="UTC",
     )
-    if extra:
-        env.update(extra)
     return env
 
 
@@ -223,25 +210,28 @@ def git_command(args: list[str]) -> list[str]:
     return cmd + list(args)
 
 
+def _spawn(cmd: list[str], *, cwd: Path | None, env: dict[str, str],
+           input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(cmd, cwd=cwd, env=env, input=input, capture_output=True)
+    except FileNotFoundError:
+        if shutil.which("git", path=env.get("PATH")) is None:
+            raise MissingTool("git is not installed (or not on PATH); install it, e.g. apt-get install git") from None
+        raise
+
+
 def run_git(
     args: list[str],
     *,
     cwd: Path | None = None,
     check: bool = True,
     input: bytes | None = None,
-    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run git with the pinned config; raise :class:`GitError` on failure when ``check``."""
     if _verbose:
         where = f"(cd {shlex.quote(str(cwd))} && " if cwd else ""
         print(f"+ {where}git {shlex.join(args)}{')' if cwd else ''}", file=sys.stderr)
-    proc = subprocess.run(
-        git_command(args),
-        cwd=cwd,
-        input=input,
-        env=git_environment(env),
-        capture_output=True,
-    )
+    proc = _spawn(git_command(args), cwd=cwd, env=git_environment(), input=input)
     if check and proc.returncode != 0:
         raise GitError(
             f"git {' '.join(args[:2])} failed in {cwd or os.getcwd()}: {_last_lines(proc.stderr)}"
@@ -264,13 +254,12 @@ class Repo:
         return f"Repo({str(self.path)!r})"
 
     # -- plumbing -------------------------------------------------------
-    def run(self, *args: str, check: bool = True, input: bytes | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-        return run_git(list(args), cwd=self.path, check=check, input=input, env=env)
+    def run(self, *args: str, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        return run_git(list(args), cwd=self.path, check=check, input=input)
 
-    def git(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> str:
+    def git(self, *args: str) -> str:
         """Run and return stdout as text, without the trailing newline."""
-        return self.run(*args, input=input, env=env).stdout.decode().rstrip("\n")
+        return self.run(*args).stdout.decode().rstrip("\n")
 
     def lines(self, *args: str) -> list[str]:
         out = self.git(*args)
