@@ -346,6 +346,17 @@ class Repo:
 
     # -- in-memory replay (rebase, drift, upstream-pr) ------------------
     # Appended for issue 6; each works without touching a work tree.
+    def run_with(self, *args: str, env: dict[str, str], check: bool = True,
+                 input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        """:meth:`run` with extra environment (a private index, an author, a date)."""
+        if _verbose:
+            print(f"+ (cd {shlex.quote(str(self.path))} && {' '.join(f'{k}={v}' for k, v in env.items())} "
+                  f"git {shlex.join(args)})", file=sys.stderr)
+        proc = _spawn(git_command(list(args)), cwd=self.path, env={**git_environment(), **env}, input=input)
+        if check and proc.returncode != 0:
+            raise GitError(f"git {' '.join(args[:2])} failed in {self.path}: {_last_lines(proc.stderr)}")
+        return proc
+
     def tree_of(self, rev: str) -> str:
         return self.git("rev-parse", f"{rev}^{{tree}}")
 
@@ -357,19 +368,19 @@ class Repo:
         """
         with tempfile.TemporaryDirectory(prefix="mlx-overlay-idx-") as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            self.run("read-tree", tree, env=env)
+            self.run_with("read-tree", tree, env=env)
             args = ["apply", "--cached", *(["--check"] if check else []), str(Path(patch).absolute())]
-            proc = self.run(*args, check=False, env=env)
+            proc = self.run_with(*args, check=False, env=env)
             if proc.returncode != 0:
                 return None, proc.stderr.decode(errors="replace")
-            return (tree if check else self.git("write-tree", env=env)), ""
+            return (tree if check else self.run_with("write-tree", env=env).stdout.decode().strip()), ""
 
     def commit_tree(self, tree: str, parents: list[str], message: str,
                     env: dict[str, str] | None = None) -> str:
         args = ["commit-tree", tree]
         for parent in parents:
             args += ["-p", parent]
-        return self.git(*args, input=message.encode(), env=env)
+        return self.run_with(*args, input=message.encode(), env=env or {}).stdout.decode().strip()
 
     def commit_meta(self, commit: str) -> tuple[str, dict[str, str]]:
         """The raw message of ``commit`` and the environment that recreates its author (and date as committer date)."""

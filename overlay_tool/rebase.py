@@ -177,8 +177,8 @@ def _link_rr_cache(project: Project, repo: Repo) -> None:
 
 def _pick(repo: Repo, commit: str, *args: str) -> int:
     _, env = repo.commit_meta(commit)
-    return repo.run(*PICK_CONFIG, "cherry-pick", *args, check=False,
-                    env={"GIT_COMMITTER_DATE": env.get("GIT_COMMITTER_DATE", "")}).returncode
+    return repo.run_with(*PICK_CONFIG, "cherry-pick", *args, check=False,
+                         env={"GIT_COMMITTER_DATE": env.get("GIT_COMMITTER_DATE", "")}).returncode
 
 
 def conflict_hunks(path: Path, limit: int = 40) -> list[str]:
