@@ -153,6 +153,11 @@ def classify(repo: Repo, onto: str, item: Item, old_base: str, new_base: str) ->
         deleted = [n for n in notes if " deleted upstream " in n]
         result = "deleted" if deleted else "conflict"
         detail = "; ".join(deleted or notes + conflicts[:3] or [f"conflict in {', '.join(files)}"])
+        if not deleted:
+            culprits = touched(repo, old_base, new_base, files)
+            if culprits:
+                more = f" (+{len(culprits) - 2} more)" if len(culprits) > 2 else ""
+                detail += f"; upstream: {', '.join(culprits[:2])}{more}"
         return Row(item.name, item.kind, result, detail, files), None
     if merged == tree:
         paths = patch_paths(item.patch)
