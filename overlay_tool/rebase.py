@@ -263,13 +263,13 @@ class Rebaser:
         if state.phase == "finishing":
             return self._finish(state, repo)
         in_pick = repo.operation_in_progress() == "cherry-pick"
-        if state.phase == "picking" and in_pick and repo.conflicted_files() and not skip:
-            # Killed after git stopped on the conflict, before it was reported: report it now.
+        if state.phase in ("picking", "stopped") and in_pick and repo.conflicted_files() and not skip:
+            # Not resolved yet (or killed before the conflict was shown): show it (again).
             item = state.items[state.index]
             row, _ = classify(repo, state.head, item, state.old_pin, state.new_pin)
             state.phase = "stopped"
             state.save(self.project)
-            self._report_stop(state, repo, row)
+            self._report_stop(state, repo, row, still=True)
         if state.phase == "picking" and not in_pick:
             # Killed before or after the real cherry-pick: take its commit if it made one, else retry.
             self._adopt_or_reset(state, repo)
@@ -405,7 +405,7 @@ class Rebaser:
         state.save(self.project)
         self.log(f"resuming the rebase to {state.new_pin[:8]} at patch {state.index + 1} of {len(state.items)}")
 
-    def _report_stop(self, state: Rebase, repo: Repo, row: Row) -> None:
+    def _report_stop(self, state: Rebase, repo: Repo, row: Row, still: bool = False) -> None:
         project, log = self.project, self.log
         rest = state.items[state.index + 1:]
         probed, _ = probe(repo, state.head, rest, state.old_pin, state.new_pin)
@@ -421,6 +421,11 @@ class Rebaser:
             log(f"  {path}")
             for line in conflict_hunks(repo.path / path):
                 log(line)
+        if still:
+            raise QueueDoesNotApply(
+                f"{row.name}: still conflicted in {shown}: {', '.join(repo.conflicted_files())}",
+                hint=f"edit them, git -C {shown} add (or rm) them, then mlx-overlay rebase --continue "
+                     f"(or --skip to drop {row.name}, --abort to put everything back)")
         raise QueueDoesNotApply(
             f"{row.name} conflicts with {state.new_pin[:12]}: {row.detail or ', '.join(row.files)}",
             hint=f"resolve in {shown}, git add the files, then: mlx-overlay rebase --continue "

@@ -271,3 +271,23 @@ def test_refuses_unexported_work(toy_queue: Toy) -> None:
 
 def test_unused_path_helper(tmp_path: Path) -> None:
     assert rebase_mod.conflict_hunks(tmp_path / "absent")[0].startswith("    (file not in the work tree")
+
+
+def test_killed_right_after_git_stopped_on_the_conflict(toy_queue: Toy, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = snapshot(toy_queue)
+    conflict_on_a(toy_queue)
+
+    def dies(*args: object, **kw: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Rebaser, "_report_stop", dies)
+    with pytest.raises(KeyboardInterrupt):
+        rebaser(toy_queue, []).start("main")
+    monkeypatch.undo()
+    assert Rebase.load(toy_queue.project).phase in ("picking", "stopped")  # type: ignore[union-attr]
+    lines: list[str] = []
+    with pytest.raises(QueueDoesNotApply, match=A1):  # --continue shows the conflict it never reported
+        rebaser(toy_queue, lines).continue_()
+    assert "<<<<<<<" in "\n".join(lines)
+    rebaser(toy_queue, []).abort()
+    assert snapshot(toy_queue) == before

@@ -132,3 +132,20 @@ def test_badly_formatted_hunks_are_reported(mlx_like: Toy, capsys: pytest.Captur
     assert "2 file(s) fail MLX's formatting: mlx/k.cpp" in captured.err
     pr = (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").read_text()
     assert "**2 file(s) need formatting**" in pr and "| parity | cpu | 7 | 0 | 0 | 1 |" in pr
+
+
+def test_formatters_that_cannot_be_installed_are_reported_loudly(mlx_like: Toy, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    queue(mlx_like, "\nint thrice(int x) { return 3 * x; }\n", "\n\ndef thrice(x):\n    return 3 * x\n")
+    monkeypatch.setenv("MLX_OVERLAY_TOOLS", str(tmp_path / "no-tools"))
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "1")
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    rc = main(["-C", str(mlx_like.project.root), "upstream-pr", "--onto", "main"])
+    err = capsys.readouterr().err
+    assert rc == 12
+    assert "FORMATTING NOT CHECKED: cannot install clang-format==21.1.8, black==26.1.0" in err
+    assert not (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").exists()
