@@ -95,8 +95,15 @@ def dependencies(repo: Repo, pin: str, series: Series) -> list[str]:
         build_chain(repo, pin, series, names=upstream_names)
     except QueueDoesNotApply as err:
         failing = err.message.split(" ", 1)[0]
-        before = [e.name for e in entries if e.kind == "overlay" and e.number < int(failing[:4])]
-        found.append(f"{err.message} without the overlay patches ({', '.join(before) or 'none'})")
+        position = next(i for i, e in enumerate(entries) if e.name == failing)
+        before = [e for e in entries[:position] if e.kind == "overlay"]
+        m = re.search(r"patch failed: (.+):\d+|error: (.+?): (?:does not exist|already exists)", err.message)
+        path = (m.group(1) or m.group(2)) if m else None
+        touching = [e.name for e in before
+                    if path is None or path in {p for f in PatchFile.read(series.path.parent / e.name).files
+                                                for p in (f.path, f.old_path)}]
+        needed = ", ".join(touching or [e.name for e in before]) or "none"
+        found.append(f"{err.message} without the overlay patch(es) before it that change that file: {needed}")
     return list(dict.fromkeys(found))
 
 

@@ -44,3 +44,27 @@ def test_real_bump_to_846d176_in_a_scratch_copy(project: Project, upstream_cache
     assert sh_git(copy.work_dir, "rev-parse", "refs/overlay/base") == TARGET
     assert not state_dir(copy).exists()
     assert project.pin_path.read_bytes() == pin_before  # the real pin.toml is left alone
+
+
+def test_upstream_pr_on_the_real_queue(project: Project, upstream_cache: object, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real queue's upstream patches: a series on the bump target that passes MLX's formatting.
+
+    With no patch marked upstream (the queue before the kernel lands) it must refuse, saying so.
+    """
+    from overlay_tool.errors import QueueDoesNotApply
+    from overlay_tool.upstream_pr import upstream_pr
+
+    root = tmp_path / "copy"
+    root.mkdir()
+    shutil.copy(project.pin_path, root / "pin.toml")
+    shutil.copytree(project.patches_dir, root / "patches")
+    copy = Project.discover(root)
+    upstream = [e.name for e in copy.series.entries if e.kind == "upstream"]
+    if not upstream:
+        with pytest.raises(QueueDoesNotApply, match="no patch is marked upstream"):
+            upstream_pr(copy, TARGET, log=lambda _: None)
+        return
+    result = upstream_pr(copy, TARGET, tmp_path / "out", log=lambda _: None)
+    assert len(result.files) == len(upstream) and not result.problems
+    assert (tmp_path / "out" / "PR.md").is_file()

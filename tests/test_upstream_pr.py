@@ -66,7 +66,7 @@ def test_refuses_upstream_patch_that_needs_an_overlay_patch(toy_queue: Toy) -> N
                                                 r"0001-Change-a.patch \(overlay\).*src/a.txt"):
         upstream_pr(toy_queue.project, "main", log=lines.append)
     text = "\n".join(lines)
-    assert "without the overlay patches (0001-Change-a.patch)" in text
+    assert "without the overlay patch(es) before it that change that file: 0001-Change-a.patch" in text
     assert "0002-Change-b.patch (upstream) depends" not in text
     assert not (toy_queue.project.root / "dist" / "upstream-pr").exists()
 
