@@ -319,7 +319,7 @@ class Rebaser:
             item = state.items[state.index]
             row, tree = classify(repo, state.head, item, state.old_pin, state.new_pin)
             if tree is not None:
-                if row.result != "upstream":
+                if row.result != "empty":
                     state.head = make_commit(repo, tree, state.head, item.commit)
                 state.rows.append(row)
                 state.save(project)

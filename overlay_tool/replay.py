@@ -11,7 +11,7 @@ Each patch gets one :class:`Row` of the table every command prints:
 ==========  =============================================================
 clean       applies as is (exact context, like ``git am``)
 3-way       applies with a 3-way merge (upstream changed the context)
-upstream    nothing left to apply: upstream already has the change
+empty       nothing left to apply: upstream already has the change
             (the upstream commit with the same patch-id is named)
 conflict    the 3-way merge conflicts (files listed)
 deleted     a file the patch changes was deleted upstream (commit named)
@@ -33,7 +33,7 @@ from overlay_tool.series import Series
 
 Log = Callable[[str], None]
 
-APPLIED = ("clean", "3-way", "upstream", "resolved", "dropped")
+APPLIED = ("clean", "3-way", "empty", "resolved", "dropped")
 
 
 @dataclass
@@ -163,7 +163,7 @@ def classify(repo: Repo, onto: str, item: Item, old_base: str, new_base: str) ->
         paths = patch_paths(item.patch)
         twin = upstream_equivalent(repo, old_base, new_base, item.commit, paths)
         detail = f"taken upstream as {twin}" if twin else "no change left: upstream already has it"
-        return Row(item.name, item.kind, "upstream", detail), merged
+        return Row(item.name, item.kind, "empty", detail), merged
     result = "clean" if exact is not None else "3-way"
     return Row(item.name, item.kind, result, "; ".join(notes)), merged
 
@@ -180,7 +180,7 @@ def probe(repo: Repo, onto: str, items: list[Item], old_base: str, new_base: str
     head = onto
     for item in items:
         row, tree = classify(repo, head, item, old_base, new_base)
-        if tree is not None and row.result != "upstream":
+        if tree is not None and row.result != "empty":
             head = make_commit(repo, tree, head, item.commit)
         rows.append(row)
     return rows, head

@@ -91,7 +91,7 @@ def test_patch_taken_upstream_is_dropped_and_named(toy_queue: Toy) -> None:
     took = bump(toy_queue, "Take b upstream", {"src/b.txt": "line 20\n=>line twenty\n"})
     lines: list[str] = []
     rebaser(toy_queue, lines).start("main")
-    assert rows_of(lines) == {A1: "clean", B2: "upstream"}
+    assert rows_of(lines) == {A1: "clean", B2: "empty"}
     assert any(f"taken upstream as {took[:12]}" in line and "Take b upstream" in line for line in lines)
     assert toy_queue.project.series.names == [A1]
     assert not (toy_queue.project.patches_dir / B2).exists()

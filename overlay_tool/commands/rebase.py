@@ -14,7 +14,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "rebase",
         help="replay the queue onto another upstream commit and move the pin there",
         description="Replays patches/ onto REF patch by patch (3-way), printing one row per patch: "
-                    "clean, 3-way, upstream (already there: dropped), conflict, deleted (file removed "
+                    "clean, 3-way, empty (already upstream: dropped), conflict, deleted (file removed "
                     "upstream, commit named). patches/ and pin.toml change only once the whole queue "
                     "applies. Exit codes: 0 done, 2 bad input or no rebase in progress, 4 upstream "
                     "unreachable, 5 stopped on a conflict (resolve, then --continue), 6 check failed "
