@@ -291,3 +291,40 @@ def test_killed_right_after_git_stopped_on_the_conflict(toy_queue: Toy, monkeypa
     assert "<<<<<<<" in "\n".join(lines)
     rebaser(toy_queue, []).abort()
     assert snapshot(toy_queue) == before
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.1, 0.3])
+def test_sigkill_at_any_moment_leaves_a_resumable_or_finished_rebase(toy_queue: Toy, delay: float) -> None:
+    """Black box: kill -9 the real command part-way; then the state is consistent whatever the moment."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    before = snapshot(toy_queue)
+    new = bump(toy_queue, "upstream edits the README", {"README": "toy=>toy2"})
+    root = str(toy_queue.project.root)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "overlay_tool", "-C", root, "rebase"]
+    proc = subprocess.Popen([*cmd, "--to", "main"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = Rebase.path(toy_queue.project)
+    deadline = time.monotonic() + 60
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(delay)  # after the rebase has begun: mid-replay, mid-write or after the end
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    state = Rebase.load(toy_queue.project)
+    if state is None:  # killed before it began or after it finished: all or nothing
+        assert snapshot(toy_queue) in (before,) or f'commit = "{new}"' in (toy_queue.project.root / "pin.toml").read_text()
+        return
+    again = subprocess.run([*cmd, "--to", "main"], env=env, capture_output=True, text=True)
+    assert again.returncode == 8 and "in progress" in again.stderr
+    done = subprocess.run([*cmd, "--continue"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f'commit = "{new}"' in (toy_queue.project.root / "pin.toml").read_text()
+    assert snapshot(toy_queue)[f"patches/{A1}"] == before[f"patches/{A1}"]
+    assert not state_dir(toy_queue.project).exists()
