@@ -165,9 +165,14 @@ def install_formatters(versions: dict[str, str], log: Log) -> dict[str, Path]:
         return exes
     log(f"installing {', '.join(f'{k}=={v}' for k, v in sorted(versions.items()))} from PyPI into {venv}")
     shutil.rmtree(venv, ignore_errors=True)
+    pins = [f"{k}=={v}" for k, v in sorted(versions.items())]
     steps = [[sys.executable, "-m", "venv", str(venv)],
-             [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              *(f"{k}=={v}" for k, v in sorted(versions.items()))]]
+             [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *pins]]
+    if subprocess.run([sys.executable, "-c", "import ensurepip"], capture_output=True).returncode != 0:
+        # Debian's python without python3-venv: an empty venv, filled by this interpreter's pip.
+        steps = [[sys.executable, "-m", "venv", "--without-pip", str(venv)],
+                 [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
+                  "--disable-pip-version-check", *pins]]
     for step in steps:
         proc = subprocess.run(step, capture_output=True, text=True)
         if proc.returncode != 0:
