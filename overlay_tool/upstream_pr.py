@@ -153,6 +153,10 @@ def tools_dir() -> Path:
     return Path(explicit).absolute() if explicit else cache_root() / "tools"
 
 
+def has_ensurepip() -> bool:
+    return subprocess.run([sys.executable, "-c", "import ensurepip"], capture_output=True).returncode == 0
+
+
 def install_formatters(versions: dict[str, str], log: Log) -> dict[str, Path]:
     """clang-format and black at MLX's versions, from PyPI, in a venv kept between runs."""
     if set(versions) != {"clang-format", "black"}:
@@ -168,7 +172,7 @@ def install_formatters(versions: dict[str, str], log: Log) -> dict[str, Path]:
     pins = [f"{k}=={v}" for k, v in sorted(versions.items())]
     steps = [[sys.executable, "-m", "venv", str(venv)],
              [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *pins]]
-    if subprocess.run([sys.executable, "-c", "import ensurepip"], capture_output=True).returncode != 0:
+    if not has_ensurepip():
         # Debian's python without python3-venv: an empty venv, filled by this interpreter's pip.
         steps = [[sys.executable, "-m", "venv", "--without-pip", str(venv)],
                  [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",

@@ -14,6 +14,7 @@ from overlay_tool.cli import main
 from overlay_tool.errors import FormatError, QueueDoesNotApply
 from overlay_tool.export import export_queue
 from overlay_tool.project import Project
+from overlay_tool import upstream_pr as upstream_pr_mod
 from overlay_tool.upstream_pr import precommit_hooks, tool_versions, upstream_pr
 
 PRECOMMIT = """repos:
@@ -144,6 +145,7 @@ def test_formatters_that_cannot_be_installed_are_reported_loudly(mlx_like: Toy, 
     monkeypatch.setenv("PIP_TIMEOUT", "1")
     monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setattr(upstream_pr_mod, "has_ensurepip", lambda: False)  # the fallback path, and fast
     rc = main(["-C", str(mlx_like.project.root), "upstream-pr", "--onto", "main"])
     err = capsys.readouterr().err
     assert rc == 12
