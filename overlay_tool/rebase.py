@@ -520,3 +520,13 @@ class Rebaser:
         if record.exists():
             shutil.copy2(record, State.path(repo))
 
+
+def in_progress_note(project: Project) -> str | None:
+    """One line for ``status`` when a rebase is under way (None otherwise)."""
+    try:
+        state = Rebase.load(project)
+    except ConfigError as err:
+        return err.message
+    if state is None:
+        return None
+    return Rebaser(project)._in_progress(state).message + " (rebase --continue or --abort)"

@@ -328,3 +328,15 @@ def test_sigkill_at_any_moment_leaves_a_resumable_or_finished_rebase(toy_queue: 
     assert f'commit = "{new}"' in (toy_queue.project.root / "pin.toml").read_text()
     assert snapshot(toy_queue)[f"patches/{A1}"] == before[f"patches/{A1}"]
     assert not state_dir(toy_queue.project).exists()
+
+
+def test_status_shows_a_rebase_in_progress(toy_queue: Toy) -> None:
+    from overlay_tool.status import collect, report
+
+    conflict_on_a(toy_queue)
+    with pytest.raises(QueueDoesNotApply):
+        rebaser(toy_queue, []).start("main")
+    lines: list[str] = []
+    report(toy_queue.project, collect(toy_queue.project), lines.append)
+    assert any(line.startswith("rebase   a rebase from") and "stopped on a conflict at patch 1/2" in line
+               for line in lines)
