@@ -16,6 +16,7 @@ patched file deleted upstream), 2 bad input, 4 upstream unreachable.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,10 +83,21 @@ def report(project: Project, drift: Drift, log: Log = print) -> None:
     log(f"the queue applies to {drift.ref}: {'yes' if drift.applies else 'NO'} ({summary})")
 
 
-def check_drift(project: Project, against: str | None = None, *, fetch: bool = False, log: Log = print) -> Drift:
+def to_json(project: Project, drift: Drift) -> dict:  # type: ignore[type-arg]
+    return {
+        "pin": project.pin.commit, "ref": drift.ref, "target": drift.target, "behind": drift.behind,
+        "applies": drift.applies, "commits": drift.commits, "rows": [r.to_json() for r in drift.rows],
+    }
+
+
+def check_drift(project: Project, against: str | None = None, *, fetch: bool = False,
+                json_path: Path | None = None, log: Log = print) -> Drift:
     """Report, then raise :class:`QueueDoesNotApply` (exit 5) when the queue does not apply to REF."""
     drift = collect(project, against, fetch=fetch, log=log)
     report(project, drift, log)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(to_json(project, drift), indent=1) + "\n", encoding="utf-8")
     if not drift.applies:
         bad = [r for r in drift.rows if r.result not in APPLIED]
         raise QueueDoesNotApply(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import Toy
@@ -39,7 +41,9 @@ def test_default_ref_is_what_the_cache_knows_until_fetch(toy_queue: Toy) -> None
 def test_exit_codes(toy_queue: Toy, capsys: pytest.CaptureFixture[str]) -> None:
     root = str(toy_queue.project.root)
     gone = bump(toy_queue, "Remove b", {"src/b.txt": None})
-    assert main(["-C", root, "drift", "--against", "main"]) == 5
+    assert main(["-C", root, "drift", "--against", "main", "--json", str(toy_queue.project.root / "d.json")]) == 5
+    data = json.loads((toy_queue.project.root / "d.json").read_text())
+    assert data["applies"] is False and data["rows"][1]["result"] == "deleted" and data["target"] == gone
     captured = capsys.readouterr()
     assert f"src/b.txt deleted upstream by {gone[:12]}" in captured.out
     assert "the queue applies to main: NO" in captured.out
