@@ -115,6 +115,7 @@ class Hook:
     repo: str
     rev: str
     files: str | None = None
+    args: list[str] = field(default_factory=list)
 
 
 def precommit_hooks(text: str) -> dict[str, Hook]:
@@ -122,8 +123,17 @@ def precommit_hooks(text: str) -> dict[str, Hook]:
     hooks: dict[str, Hook] = {}
     repo = rev = ""
     current: Hook | None = None
+    in_args = False
     for raw in text.splitlines():
         line = raw.split(" #")[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if re.match(r"^\s*args:\s*$", line):
+            in_args = True
+            continue
+        item = re.match(r"^\s*-\s+(\S.*)$", line)
+        if in_args and item and current is not None and not re.match(r"^\s*-\s*(repo|id):", line):
+            current.args.append(item.group(1).strip().strip("'\""))
+            continue
+        in_args = False
         m = re.match(r"^\s*-?\s*(repo|rev|id|files):\s*(.+)$", line)
         if not m:
             continue
@@ -141,7 +151,7 @@ def precommit_hooks(text: str) -> dict[str, Hook]:
 
 def tool_versions(hooks: dict[str, Hook]) -> dict[str, str]:
     versions = {}
-    for hook_id, package in (("clang-format", "clang-format"), ("black", "black")):
+    for hook_id, package in (("clang-format", "clang-format"), ("black", "black"), ("isort", "isort")):
         hook = hooks.get(hook_id)
         if hook and hook.rev:
             versions[package] = hook.rev.lstrip("v")
@@ -159,7 +169,7 @@ def has_ensurepip() -> bool:
 
 def install_formatters(versions: dict[str, str], log: Log) -> dict[str, Path]:
     """clang-format and black at MLX's versions, from PyPI, in a venv kept between runs."""
-    if set(versions) != {"clang-format", "black"}:
+    if not {"clang-format", "black"} <= set(versions):
         raise MissingTool(f"MLX's .pre-commit-config.yaml pins no version for {sorted({'clang-format', 'black'} - set(versions))}")
     name = "format-" + "-".join(f"{k}-{v}" for k, v in sorted(versions.items()))
     venv = tools_dir() / name
@@ -205,43 +215,77 @@ def changed_ranges(repo: Repo, base: str, path: str) -> list[tuple[int, int]]:
 class FormatProblem:
     path: str
     tool: str
-    diff: str
+    diff: str  # the tool's changes on the lines the patches changed
+    elsewhere: int = 0  # changes it would also make to lines the patches did not touch
+
+
+def _hunks(original: list[str], formatted: list[str]) -> list[tuple[int, int, str]]:
+    """(first, last) original lines (1-based; an insertion covers its neighbours) and the hunk text."""
+    out = []
+    matcher = difflib.SequenceMatcher(None, original, formatted, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        text = [f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@\n"]
+        text += ["-" + line for line in original[i1:i2]] + ["+" + line for line in formatted[j1:j2]]
+        text = [line if line.endswith("\n") else line + "\n" for line in text]
+        out.append((i1 if i2 == i1 else i1 + 1, max(i2, i1 + 1), "".join(text)))
+    return out
+
+
+def _format(tool: str, exe: Path, path: str, hooks: dict[str, Hook], cwd: Path, text: str) -> str:
+    """The whole file as ``tool`` would write it (read from stdin, config found from ``path``)."""
+    if tool == "clang-format":
+        args = [str(exe), "--style=file", f"--assume-filename={path}"]
+    elif tool == "black":
+        args = [str(exe), "--quiet", f"--stdin-filename={path}", "-"]
+    else:
+        args = [str(exe), *hooks["isort"].args, f"--filename={path}", "-"]
+    proc = subprocess.run(args, cwd=cwd, input=text, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise FormatError(f"{path}: {tool} failed: {proc.stderr.strip()}")
+    return proc.stdout
 
 
 def check_formatting(repo: Repo, base: str, exes: dict[str, Path], hooks: dict[str, Hook],
-                     versions: dict[str, str]) -> tuple[list[str], list[FormatProblem]]:
-    """Run the formatters on the lines base..HEAD changes; (files checked, problems)."""
+                     versions: dict[str, str]) -> tuple[list[str], list[FormatProblem], list[str]]:
+    """MLX's formatters on each file base..HEAD adds or changes; (files checked, problems).
+
+    Each tool formats the whole file, as MLX's pre-commit does; a change it
+    would make on a line the patches changed is a problem, one elsewhere (a
+    pre-existing upstream difference) is only counted.
+    """
     clang_hook = hooks.get("clang-format")
     clang_files = re.compile(f"(?:{clang_hook.files if clang_hook and clang_hook.files else DEFAULT_CLANG_FILES})|\\.metal$")
     checked: list[str] = []
     problems: list[FormatProblem] = []
+    notes: list[str] = []
     for path in repo.lines("diff", "--name-only", "--no-renames", "--diff-filter=AM", f"{base}..HEAD"):
         ranges = changed_ranges(repo, base, path)
         if not ranges:
             continue
-        file = repo.path / path
         if clang_files.search(path):
-            tool = f"clang-format {versions['clang-format']}"
-            args = [str(exes["clang-format"]), "--style=file", *(f"--lines={a}:{b}" for a, b in ranges), path]
-            proc = subprocess.run(args, cwd=repo.path, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise FormatError(f"{path}: clang-format failed: {proc.stderr.strip()}")
-            original = file.read_text(encoding="utf-8")
-            diff = "".join(difflib.unified_diff(original.splitlines(keepends=True), proc.stdout.splitlines(keepends=True),
-                                                f"a/{path}", f"b/{path} (clang-format)", n=1))
+            tools = ["clang-format"]
         elif path.endswith((".py", ".pyi")):
-            tool = f"black {versions['black']}"
-            args = [str(exes["black"]), "--quiet", "--diff", *(f"--line-ranges={a}-{b}" for a, b in ranges), path]
-            proc = subprocess.run(args, cwd=repo.path, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise FormatError(f"{path}: black failed: {proc.stderr.strip()}")
-            diff = proc.stdout
+            tools = ["black"] + (["isort"] if "isort" in exes else [])
         else:
             continue
-        checked.append(f"{path} ({tool})")
-        if diff.strip():
-            problems.append(FormatProblem(path, tool, diff))
-    return checked, problems
+        original = (repo.path / path).read_text(encoding="utf-8")
+        for tool in tools:
+            formatted = _format(tool, exes[tool], path, hooks, repo.path, original)
+            checked.append(f"{path} ({tool} {versions[tool]})")
+            ours, elsewhere = [], 0
+            for first, last, text in _hunks(original.splitlines(keepends=True), formatted.splitlines(keepends=True)):
+                if any(first <= b and a <= last for a, b in ranges):
+                    ours.append(text)
+                else:
+                    elsewhere += 1
+            if ours:
+                problems.append(FormatProblem(path, f"{tool} {versions[tool]}", "".join(ours), elsewhere))
+            elif elsewhere:
+                notes.append(f"{path}: {tool} would also change {elsewhere} place(s) the patches do not touch "
+                             f"(pre-existing upstream; MLX's pre-commit formats whole files)")
+    return checked, problems, notes
 
 
 # -- the PR description ----------------------------------------------------------
@@ -291,10 +335,12 @@ def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, ch
     out += ["## Formatting", ""]
     tools = ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
     if problems:
-        out.append(f"**{len(problems)} file(s) need formatting** ({tools}): {', '.join(p.path for p in problems)}.")
+        paths = list(dict.fromkeys(p.path for p in problems))
+        out.append(f"**{len(paths)} file(s) need formatting** ({tools}): "
+                   + ", ".join(f"{p.path} ({p.tool})" for p in problems) + ".")
     else:
-        out.append(f"{tools} (MLX's pre-commit versions) report nothing on the changed lines of "
-                   f"{len(checked)} file(s).")
+        out.append(f"{tools} (MLX's pre-commit versions and settings) report nothing on the lines these "
+                   f"commits change ({len(checked)} check(s)).")
     out += ["", "## Why upstream (and what stays in the overlay)", ""]
     decision = project.root / DECISION
     if decision.is_file():
@@ -378,12 +424,15 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
     hooks = precommit_hooks(repo.git("show", f"{onto}:.pre-commit-config.yaml"))
     versions = tool_versions(hooks)
     exes = install_formatters(versions, log)
-    checked, fmt_problems = check_formatting(repo, onto, exes, hooks, versions)
+    checked, fmt_problems, notes = check_formatting(repo, onto, exes, hooks, versions)
+    for note in notes:
+        log(f"format: note: {note}")
     for p in fmt_problems:
         log(f"format: {p.path}: {p.tool} would change the patched lines:")
         log(p.diff.rstrip("\n"))
     if not fmt_problems:
-        log(f"format: {len(checked)} changed file(s) clean under " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
+        log(f"format: {len(checked)} check(s) of the changed files clean under "
+            + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
 
     target = (out or project.root / "dist" / "upstream-pr").absolute()
     target.mkdir(parents=True, exist_ok=True)
@@ -403,7 +452,7 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
         f"git -C {shown} push <your-fork> {BRANCH})")
     result = Result(branch_head=repo.git("rev-parse", "HEAD"), out=target, files=files, problems=fmt_problems)
     if fmt_problems:
-        raise FormatError(f"{len(fmt_problems)} file(s) fail MLX's formatting: "
+        raise FormatError(f"{len({p.path for p in fmt_problems})} file(s) fail MLX's formatting: "
                           + ", ".join(f"{p.path} ({p.tool})" for p in fmt_problems),
                           hint="fix the patches (apply, edit, export), then run upstream-pr again")
     return result

@@ -28,9 +28,16 @@ PRECOMMIT = """repos:
     rev: 26.1.0
     hooks:
     -   id: black
+
+-   repo: https://github.com/pycqa/isort
+    rev: 7.0.0
+    hooks:
+    -   id: isort
+        args:
+            - --profile=black
 """
 CPP = "int twice(int x) {\n  return 2 * x;\n}\n"
-PY = "def twice(x):\n    return 2 * x\n"
+PY = "x = [1,2]  # upstream's own formatting slip, not ours\n\n\ndef twice(x):\n    return 2 * x\n"
 
 
 def quiet(_: str) -> None:
@@ -53,7 +60,8 @@ def set_kinds(project: Project, kinds: dict[str, str]) -> None:
 
 def test_precommit_versions_are_read() -> None:
     hooks = precommit_hooks(PRECOMMIT)
-    assert tool_versions(hooks) == {"clang-format": "21.1.8", "black": "26.1.0"}
+    assert tool_versions(hooks) == {"clang-format": "21.1.8", "black": "26.1.0", "isort": "7.0.0"}
+    assert hooks["isort"].args == ["--profile=black"]
     assert hooks["clang-format"].files == r"\.(h|cpp)$"
 
 
@@ -112,7 +120,9 @@ def test_clean_series_pr_md_and_branch(mlx_like: Toy) -> None:
     assert "A kernel helper." in pr and "Fails on main." in pr
     assert "Parity tests: not run" in pr and "| 4 | 10 | 5 |" in pr
     assert "`python/tests/test_k.py`" in pr and "not written yet" in pr
-    assert any("format: 2 changed file(s) clean" in line for line in lines)
+    assert any("format: 3 check(s) of the changed files clean" in line for line in lines)
+    assert any("python/tests/test_k.py: black would also change 1 place(s) the patches do not touch" in line
+               for line in lines)
     work = mlx_like.project.root / "work" / "upstream-pr"
     assert sh_git(work, "rev-parse", "HEAD") == result.branch_head
     assert sh_git(work, "log", "--format=%s", "HEAD~2..HEAD").splitlines() == [
@@ -120,7 +130,8 @@ def test_clean_series_pr_md_and_branch(mlx_like: Toy) -> None:
 
 
 def test_badly_formatted_hunks_are_reported(mlx_like: Toy, capsys: pytest.CaptureFixture[str]) -> None:
-    queue(mlx_like, "int  thrice( int x ){return 3*x;}\n", "def thrice( x ):\n    return [3*x ,x]\n")
+    queue(mlx_like, "int  thrice( int x ){return 3*x;}\n",
+          "\n\nimport sys\nimport os\n\n\ndef thrice( x ):\n    return [3*x ,x, os, sys]\n")
     summary = mlx_like.project.root / "summary.json"
     summary.write_text('{"ok": true, "backend": "cpu", "device": "cpu", "mlx": "0.0", "suites": '
                        '[{"name": "parity", "backend": "cpu", "passed": 7, "failed": 0, "errors": 0, "skipped": 1}]}')
@@ -130,7 +141,9 @@ def test_badly_formatted_hunks_are_reported(mlx_like: Toy, capsys: pytest.Captur
     assert "mlx/k.cpp: clang-format 21.1.8 would change" in captured.out
     assert "-int  thrice( int x ){return 3*x;}" in captured.out
     assert "python/tests/test_k.py: black 26.1.0 would change" in captured.out
-    assert "2 file(s) fail MLX's formatting: mlx/k.cpp" in captured.err
+    assert "python/tests/test_k.py: isort 7.0.0 would change" in captured.out
+    assert "-x = [1,2]" not in captured.out  # upstream's slip is not blamed on the patches
+    assert "2 file(s) fail MLX's formatting: mlx/k.cpp (clang-format 21.1.8)" in captured.err
     pr = (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").read_text()
     assert "**2 file(s) need formatting**" in pr and "| parity | cpu | 7 | 0 | 0 | 1 |" in pr
 
@@ -149,5 +162,5 @@ def test_formatters_that_cannot_be_installed_are_reported_loudly(mlx_like: Toy, 
     rc = main(["-C", str(mlx_like.project.root), "upstream-pr", "--onto", "main"])
     err = capsys.readouterr().err
     assert rc == 12
-    assert "FORMATTING NOT CHECKED: cannot install clang-format==21.1.8, black==26.1.0" in err
+    assert "FORMATTING NOT CHECKED: cannot install clang-format==21.1.8, black==26.1.0, isort==7.0.0" in err
     assert not (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").exists()
