@@ -9,12 +9,15 @@
    ``origin/<branch>``, fetched) in ``<project>/work/upstream-pr``: the
    patches are applied to the pin with ``git am`` and replayed onto REF (3-way,
    as ``rebase`` does); a conflict refuses and says to rebase first.
-3. Checks MLX's formatting on the lines the branch changes: ``clang-format``
-   with MLX's ``.clang-format`` on the files MLX's pre-commit hook covers (and
-   ``.metal``), ``black`` on Python files, at the versions MLX's
+3. Checks MLX's formatting as its pre-commit does, on whole files the branch
+   adds or changes: ``clang-format`` with MLX's ``.clang-format`` on the
+   files MLX's hook covers (and ``.metal``), ``black`` and ``isort`` (MLX's
+   hook arguments) on Python files, at the versions MLX's
    ``.pre-commit-config.yaml`` pins, installed from PyPI into a tool-managed
-   virtual environment (``$MLX_OVERLAY_TOOLS``, default
-   ``<cache>/tools``).  If they cannot be installed it fails loudly (exit 12).
+   virtual environment (``$MLX_OVERLAY_TOOLS``, default ``<cache>/tools``).
+   A change on a line the patches changed is a problem; one elsewhere is a
+   pre-existing upstream difference, only noted.  If the tools cannot be
+   installed it fails loudly (exit 12).
 4. Writes ``format-patch`` files and ``PR.md`` (a draft from the patches'
    messages, ``docs/benchmarks.md``, the latest parity summary and the
    upstream-or-overlay decision) to DIR (default ``dist/upstream-pr/``).
