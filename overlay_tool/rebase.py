@@ -272,13 +272,13 @@ class Rebaser:
             self._report_stop(state, repo, row, still=True)
         if state.phase == "picking" and not in_pick:
             # Killed before or after the real cherry-pick: take its commit if it made one, else retry.
-            self._adopt_or_reset(state, repo)
+            self._adopt_or_reset(state, repo, adopt=True)
         elif state.phase in ("picking", "stopped"):
             self._resolved(state, repo, skip=skip)
         elif state.phase == "running":
             if skip:
                 raise ConfigError("--skip: no patch is stopped on a conflict (use --continue)")
-            self._adopt_or_reset(state, repo)
+            self._adopt_or_reset(state, repo, adopt=False)
         self._drive(state, repo)
 
     def abort(self) -> None:
@@ -393,11 +393,15 @@ class Rebaser:
         state.save(self.project)
         self.log(f"  {row.result:<9} {item.name}  ({row.detail})")
 
-    def _adopt_or_reset(self, state: Rebase, repo: Repo) -> None:
-        """After an interruption: keep a commit the real pick made, else forget half-done work."""
+    def _adopt_or_reset(self, state: Rebase, repo: Repo, *, adopt: bool) -> None:
+        """After an interruption: keep a commit the real pick made (``adopt``); the loop redoes the rest.
+
+        Nothing else needs undoing: in-memory steps leave the work tree alone,
+        and the loop checks the branch out afresh before a real pick.
+        """
         head = repo.rev_parse("HEAD")
         on_branch = repo.current_branch() == state.new_branch
-        if on_branch and head and head != state.head and repo.rev_parse(f"{head}^") == state.head:
+        if adopt and on_branch and head and head != state.head and repo.rev_parse(f"{head}^") == state.head:
             item = state.items[state.index]
             state.rows.append(Row(item.name, item.kind, "3-way", "committed before the interruption"))
             state.head = head
