@@ -340,3 +340,37 @@ def test_status_shows_a_rebase_in_progress(toy_queue: Toy) -> None:
     report(toy_queue.project, collect(toy_queue.project), lines.append)
     assert any(line.startswith("rebase   a rebase from") and "stopped on a conflict at patch 1/2" in line
                for line in lines)
+
+
+def test_killed_after_the_real_pick_committed_adopts_that_commit(toy_queue: Toy,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from overlay_tool.apply import apply_queue
+
+    before = snapshot(toy_queue)
+    conflict_on_a(toy_queue)
+    work = toy_queue.work
+    with pytest.raises(QueueDoesNotApply):
+        rebaser(toy_queue, []).start("main")
+    (work / "src/a.txt").write_text((toy_queue.upstream / "src/a.txt").read_text().replace(
+        "line ten (upstream)\n", "line ten (upstream)\nadded to a\n"))
+    sh_git(work, "add", "src/a.txt")
+    rebaser(toy_queue, []).continue_()  # done, and the resolution is recorded
+    for rel, data in before.items():  # back to the old pin and queue, as a second try would start
+        (toy_queue.project.root / rel).write_bytes(data)
+    apply_queue(toy_queue.project, force=True, log=lambda _: None)
+    real = Rebaser._commit_pick
+
+    def commit_then_die(self: Rebaser, repo: object, item: object) -> None:
+        real(self, repo, item)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Rebaser, "_commit_pick", commit_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        rebaser(toy_queue, []).start("main")  # rerere resolves 0001; killed right after its commit
+    monkeypatch.undo()
+    assert Rebase.load(toy_queue.project).phase == "picking"  # type: ignore[union-attr]
+    lines: list[str] = []
+    rebaser(toy_queue, lines).continue_()
+    assert rows_of(lines) == {A1: "3-way", B2: "clean"}
+    assert any("committed before the interruption" in line for line in lines)
+    assert b" line ten (upstream)\n+added to a\n" in (toy_queue.project.patches_dir / A1).read_bytes()
