@@ -406,6 +406,9 @@ class Repo:
         proc = self.run("-c", "merge.renames=true", "-c", "merge.conflictStyle=merge",
                         "merge-tree", "--write-tree", "--name-only", "--messages", fake, commit, check=False)
         if proc.returncode not in (0, 1):
+            if b"write-tree" in proc.stderr or b"usage:" in proc.stderr:
+                raise MissingTool("git 2.38 or newer is needed (merge-tree --write-tree); "
+                                  f"this is {self.git('--version')}")
             raise GitError(f"git merge-tree failed in {self.path}: {_last_lines(proc.stderr)}")
         out = proc.stdout.decode(errors="replace")
         first, _, rest = out.partition("\n")
