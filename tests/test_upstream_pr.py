@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from overlay_tool.errors import FormatError, QueueDoesNotApply
 from overlay_tool.export import export_queue
 from overlay_tool.project import Project
 from overlay_tool import upstream_pr as upstream_pr_mod
-from overlay_tool.upstream_pr import precommit_hooks, tool_versions, upstream_pr
+from overlay_tool.upstream_pr import precommit_hooks, tool_versions, tools_dir, upstream_pr
 
 PRECOMMIT = """repos:
 -   repo: https://github.com/pre-commit/mirrors-clang-format
@@ -44,11 +43,19 @@ def quiet(_: str) -> None:
     pass
 
 
+@pytest.fixture(scope="session")
+def user_tools_dir() -> str:
+    """The user's own formatter venvs (read before the per-test isolation changes the environment).
+
+    Session-scoped fixtures are set up before function-scoped ones, so this sees
+    the real $MLX_OVERLAY_TOOLS / cache: a second run reuses the PyPI install.
+    """
+    return str(tools_dir())
+
+
 @pytest.fixture
-def tools(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """One formatter venv per session (or $MLX_OVERLAY_TOOLS when the caller keeps one)."""
-    keep = os.environ.get("MLX_OVERLAY_TOOLS") or str(tmp_path_factory.getbasetemp() / "tools")
-    monkeypatch.setenv("MLX_OVERLAY_TOOLS", keep)
+def tools(monkeypatch: pytest.MonkeyPatch, user_tools_dir: str) -> None:
+    monkeypatch.setenv("MLX_OVERLAY_TOOLS", user_tools_dir)
 
 
 def set_kinds(project: Project, kinds: dict[str, str]) -> None:
