@@ -131,7 +131,7 @@ class Emulator:
         extra_functions: Sequence[str] = (),
         cache_dir: Path | None = None,
         simd_sum_order: str = "tree",
-        opt: str = "-O2",
+        opt: str = "-O1",
     ) -> None:
         self.text, self.label = header_text(header)
         self.header = header if isinstance(header, Path) else None

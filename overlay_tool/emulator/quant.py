@@ -95,6 +95,12 @@ def round_to(a: np.ndarray, dtype: str) -> np.ndarray:
     return a.astype(np.float32)
 
 
+def _pack_geometry(bits: int) -> tuple[int, int]:
+    """(values per pack, bytes per pack): the smallest whole-byte pack."""
+    vpp = {2: 4, 3: 8, 4: 2, 5: 8, 6: 4, 8: 1}[bits]
+    return vpp, vpp * bits // 8
+
+
 def _pack(q: np.ndarray, bits: int) -> np.ndarray:
     """(rows, K) integer codes -> (rows, K*bits/32) uint32, MLX layout.
 
@@ -105,21 +111,25 @@ def _pack(q: np.ndarray, bits: int) -> np.ndarray:
     rows, k = q.shape
     if (k * bits) % 32:
         raise EmulatorError(f"K={k} at {bits} bits is not a whole number of uint32 words")
-    shifts = np.arange(bits, dtype=np.uint32)
-    bitplanes = ((q.astype(np.uint32)[..., None] >> shifts) & 1).astype(np.uint8)
-    stream = bitplanes.reshape(rows, k * bits)
-    packed = np.packbits(stream, axis=-1, bitorder="little")
-    return np.ascontiguousarray(packed).view(np.uint32).reshape(rows, k * bits // 32)
+    vpp, bpp = _pack_geometry(bits)
+    qp = q.astype(np.uint64).reshape(rows, k // vpp, vpp)
+    shifts = (np.arange(vpp, dtype=np.uint64) * np.uint64(bits))
+    packs = (qp << shifts).sum(axis=-1, dtype=np.uint64)  # (rows, k/vpp)
+    byte_shifts = np.arange(bpp, dtype=np.uint64) * np.uint64(8)
+    by = ((packs[..., None] >> byte_shifts) & np.uint64(0xFF)).astype(np.uint8)
+    return np.ascontiguousarray(by.reshape(rows, -1)).view(np.uint32)
 
 
 def unpack(wq: np.ndarray, bits: int, k: int) -> np.ndarray:
     """Inverse of the packing: (..., K*bits/32) uint32 -> (..., K) int codes."""
     wq = np.ascontiguousarray(wq, dtype=np.uint32)
     lead = wq.shape[:-1]
-    by = wq.view(np.uint8).reshape(*lead, -1)
-    stream = np.unpackbits(by, axis=-1, bitorder="little")[..., : k * bits]
-    stream = stream.reshape(*lead, k, bits).astype(np.int64)
-    return (stream << np.arange(bits, dtype=np.int64)).sum(axis=-1)
+    vpp, bpp = _pack_geometry(bits)
+    by = wq.view(np.uint8).reshape(*lead, -1, bpp).astype(np.uint64)
+    packs = (by << (np.arange(bpp, dtype=np.uint64) * np.uint64(8))).sum(axis=-1, dtype=np.uint64)
+    shifts = np.arange(vpp, dtype=np.uint64) * np.uint64(bits)
+    q = (packs[..., None] >> shifts) & np.uint64((1 << bits) - 1)
+    return q.reshape(*lead, -1)[..., :k].astype(np.int64)
 
 
 def quantize(w, bits: int, group_size: int, dtype: str = "float16", *, variant: str = "cpu"):
