@@ -61,8 +61,10 @@ def has_fma() -> bool:
 
 
 def flags(*, contract: bool, opt: str = "-O2", defines: dict[str, str] | None = None) -> list[str]:
+    import shlex
+
     f = [
-        "-std=c++17", opt, "-fPIC", "-shared", "-fvisibility=hidden",
+        "-std=c++17", *shlex.split(opt), "-fPIC", "-shared", "-fvisibility=hidden",
         "-fno-strict-aliasing",  # kernels read uint8_t buffers through uint16_t*
         "-fno-fast-math", "-fno-exceptions", "-fno-rtti",
         "-Wno-attributes", "-Wno-unknown-pragmas", "-Wno-ignored-attributes",
