@@ -153,12 +153,13 @@ def test_batched_offsets_per_tid_z(emu):
 
 def test_determinism(emu, stock_header, tmp_path):
     """Same inputs, same bits: twice in one library, in a freshly built
-    library (other cache, other optimisation level)."""
+    library (other cache, other optimisation level, the portable ucontext
+    lane switch instead of the x86-64 one)."""
     rng = np.random.default_rng(25)
     p = random_problem(rng, M=5, N=N, K=K, bits=4, group_size=GS, dtype="float16")
     runs = [emu.qmv(k, **p, bits=4, group_size=GS, dtype="float16") for k in ("qmv_wide", "qmv_wide", "qmv_m1", "qmv_m1")]
     np.testing.assert_array_equal(runs[0], runs[1])
     np.testing.assert_array_equal(runs[2], runs[3])
-    fresh = Emulator(stock_header, cache_dir=tmp_path, opt="-O0")
+    fresh = Emulator(stock_header, cache_dir=tmp_path, opt="-O0 -DEMU_USE_UCONTEXT")
     np.testing.assert_array_equal(fresh.qmv("qmv_wide", **p, bits=4, group_size=GS, dtype="float16"), runs[0])
     np.testing.assert_array_equal(fresh.qmv("qmv_m1", **p, bits=4, group_size=GS, dtype="float16"), runs[2])

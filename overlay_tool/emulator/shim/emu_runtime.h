@@ -11,7 +11,8 @@
 // simdgroup waits is reported as divergence (an error, never a hang).
 //
 // Context switch: hand-written x86-64 (callee-saved registers, MXCSR and the
-// x87 control word); other architectures fall back to ucontext.
+// x87 control word); other architectures (or -DEMU_USE_UCONTEXT) use ucontext,
+// whose swapcontext makes a sigprocmask system call per switch.
 //
 // This header is included before the Metal address-space words are defined.
 #pragma once
@@ -28,7 +29,9 @@
 #include <cstring>
 #include <sys/mman.h>
 #include <unistd.h>
-#if !defined(__x86_64__)
+#if defined(__x86_64__) && !defined(EMU_USE_UCONTEXT)
+#define EMU_X86_FIBERS 1
+#else
 #include <ucontext.h>
 #endif
 
@@ -44,7 +47,7 @@ using ResolveFn = void (*)(Lane* lanes, int n);
 
 struct Lane {
   void* sp = nullptr; // saved stack pointer (x86-64) while switched out
-#if !defined(__x86_64__)
+#if !EMU_X86_FIBERS
   ucontext_t uc;
 #endif
   int state = RUNNABLE;
@@ -68,7 +71,7 @@ struct Ctx {
   int nthreads = 0;
   int nsimd = 0;
   void* sched_sp = nullptr;
-#if !defined(__x86_64__)
+#if !EMU_X86_FIBERS
   ucontext_t sched_uc;
 #endif
   Lane* cur = nullptr;
@@ -85,7 +88,7 @@ struct Ctx {
 
 inline thread_local Ctx* g_ctx = nullptr;
 
-#if defined(__x86_64__)
+#if EMU_X86_FIBERS
 extern "C" void emu_swap_ctx(void** save_sp, void* to_sp);
 extern "C" void emu_fiber_trampoline();
 asm(R"(
@@ -134,7 +137,7 @@ emu_fiber_trampoline:
 [[noreturn]] inline void fiber_main(Lane* L);
 
 inline void fiber_entry_c(Lane* L) { fiber_main(L); }
-#if !defined(__x86_64__)
+#if !EMU_X86_FIBERS
 inline void fiber_entry_uc(unsigned hi, unsigned lo) {
   Lane* L = (Lane*)(((uintptr_t)hi << 32) | (uintptr_t)lo);
   fiber_main(L);
@@ -144,7 +147,7 @@ inline void fiber_entry_uc(unsigned hi, unsigned lo) {
 // Switch from the running lane back to the scheduler.
 inline void yield_lane(Lane* L) {
   Ctx* c = g_ctx;
-#if defined(__x86_64__)
+#if EMU_X86_FIBERS
   emu_swap_ctx(&L->sp, c->sched_sp);
 #else
   swapcontext(&L->uc, &c->sched_uc);
@@ -155,7 +158,7 @@ inline void yield_lane(Lane* L) {
 inline void run_lane(Lane* L) {
   Ctx* c = g_ctx;
   c->cur = L;
-#if defined(__x86_64__)
+#if EMU_X86_FIBERS
   emu_swap_ctx(&c->sched_sp, L->sp);
 #else
   swapcontext(&c->sched_uc, &L->uc);
@@ -175,7 +178,7 @@ inline void init_fiber(Ctx* c, int i) {
   Lane* L = &c->lanes[i];
   char* base = c->stacks + i * c->stack_stride + 4096; // above the guard page
   char* top = base + c->stack_size;
-#if defined(__x86_64__)
+#if EMU_X86_FIBERS
   uint64_t* sp = (uint64_t*)(((uintptr_t)top) & ~(uintptr_t)15);
   *--sp = 0; // padding
   *--sp = (uint64_t)(uintptr_t)&emu_fiber_trampoline; // ret address
