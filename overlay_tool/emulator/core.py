@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from overlay_tool.emulator import build, quant
-from overlay_tool.emulator.extract import extract, header_text
+from overlay_tool.emulator.extract import extract, header_text, relabel, stable_label
 from overlay_tool.errors import EmulatorError
 
 DEFAULT_FUNCTIONS = (
@@ -137,6 +137,9 @@ class Emulator:
         functions: Sequence[str] | None = None,
     ) -> None:
         self.text, self.label = header_text(header)
+        # #line markers name the header relative to its checkout, so clones in
+        # different places share compiled libraries; messages get the full path
+        self.line_label = stable_label(self.label)
         self.header = header if isinstance(header, Path) else None
         self.contract = contract
         self.cache_dir = Path(cache_dir) if cache_dir is not None else build.default_cache_dir()
@@ -148,7 +151,7 @@ class Emulator:
         base = DEFAULT_FUNCTIONS if functions is None else tuple(functions)
         self.functions = tuple(dict.fromkeys([*base, *extra_functions]))
         self.extraction = extract(
-            self.text, self.functions, label=self.label, optional=OPTIONAL_FUNCTIONS
+            self.text, self.functions, label=self.line_label, optional=OPTIONAL_FUNCTIONS
         )
         self.flags = build.flags(
             contract=contract, opt=opt,
@@ -178,11 +181,14 @@ class Emulator:
             try:
                 so = p.wait()
             except EmulatorError as e:
-                errors.append(e)
+                errors.append(EmulatorError(self._relabel(e.message), hint=e.hint))
                 continue
             self._load(so, c)
         if errors:
             raise errors[0]
+
+    def _relabel(self, message: str) -> str:
+        return relabel(message, self.line_label, self.label)
 
     def _load(self, so: Path, specs: Sequence[LaunchSpec]) -> None:
         lib = ctypes.CDLL(str(so))
@@ -261,7 +267,8 @@ class Emulator:
         err = ctypes.create_string_buffer(ERRLEN)
         rc = fn(host, nbytes, K, N, M, *grid, *threadgroup, bstr, err, ERRLEN)
         if rc != 0:
-            raise EmulatorError(f"{function}<{', '.join(spec.template_args)}>: {err.value.decode(errors='replace')}")
+            msg = self._relabel(err.value.decode(errors="replace"))
+            raise EmulatorError(f"{function}<{', '.join(spec.template_args)}>: {msg}")
         return y
 
     def qmv_spec(

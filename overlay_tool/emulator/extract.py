@@ -245,6 +245,27 @@ def header_text(header: Path | str) -> tuple[str, str]:
     return header, "quantized.h"
 
 
+def stable_label(label: str) -> str:
+    """The name ``#line`` markers use: for a file inside a git checkout, its
+    path relative to the checkout root (``mlx/backend/metal/kernels/quantized.h``),
+    so that the same header in another (temporary) clone gives the same
+    translation unit and hits the compile cache; otherwise ``label`` itself."""
+    p = Path(label)
+    if not p.is_absolute() or not p.exists():
+        return label
+    for parent in p.parents:
+        if (parent / ".git").exists():
+            return p.relative_to(parent).as_posix()
+    return label
+
+
+def relabel(message: str, line_label: str, label: str) -> str:
+    """Put the full path back into a diagnostic that names ``line_label``."""
+    if line_label == label:
+        return message
+    return re.sub(r"(?<![\w/.-])" + re.escape(line_label), lambda _: label, message)
+
+
 def extract(text: str, names: Iterable[str], *, label: str = "quantized.h",
             optional: Iterable[str] = ()) -> Extraction:
     """Take the named items (all overloads of each name) and their transitive

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from overlay_tool.emulator import build
-from overlay_tool.emulator.extract import extract
+from overlay_tool.emulator.extract import extract, relabel, stable_label
 from overlay_tool.errors import EmulatorError, MissingTool
 
 PRELUDE = build.SHIM_DIR / "typecheck_prelude.h"
@@ -87,7 +87,8 @@ def typecheck(text: str, instantiations: Iterable[Instantiation] | None = None, 
     with clang's diagnostics on failure."""
     inst = list(instantiations) if instantiations is not None else default_instantiations(text)
     funcs = list(functions) if functions is not None else list(extra_functions)
-    src = source(text, inst, label=label, functions=funcs)
+    line_label = stable_label(label)
+    src = source(text, inst, label=line_label, functions=funcs)
     cxx = clang()
     cache = build.default_cache_dir() / "typecheck"
     cache.mkdir(parents=True, exist_ok=True)
@@ -106,7 +107,8 @@ def typecheck(text: str, instantiations: Iterable[Instantiation] | None = None, 
         errs = [ln for ln in r.stderr.splitlines() if ": error:" in ln]
         first = errs[0] if errs else (r.stderr.strip().splitlines() or ["(no output)"])[0]
         raise EmulatorError(
-            f"address-space type check failed ({len(errs)} error(s)): {first}",
+            f"address-space type check failed ({len(errs)} error(s)): "
+            + relabel(first, line_label, label),
             hint=f"full clang output: {log}; translation unit: {cpp}",
         )
     ok.write_text("")
