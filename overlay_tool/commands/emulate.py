@@ -15,7 +15,7 @@ import argparse
 import time
 from pathlib import Path
 
-from overlay_tool.errors import ConfigError, TestFailure
+from overlay_tool.errors import ConfigError, MissingTool, TestFailure
 
 HEADER_IN_CHECKOUT = Path("mlx/backend/metal/kernels/quantized.h")
 
@@ -55,6 +55,10 @@ def _header(args: argparse.Namespace) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        import numpy  # noqa: F401
+    except ImportError as err:
+        raise MissingTool("the emulator needs numpy (pip install 'mlx-overlay[emulator]')") from err
     from overlay_tool.emulator import Emulator, typecheck
     from overlay_tool.emulator.parity import sweep
 
