@@ -134,17 +134,20 @@ def _save_work(repo: Repo, state: State | None, head: str | None, dirty: list[st
         ref = f"{SAVED_REFS}/{stamp}-uncommitted"
         repo.update_ref(ref, repo.git("rev-parse", "refs/stash"))
         log(f"saved uncommitted work as {ref}; recover it with: git -C {where} stash apply {ref}")
-    if head and state and head != state.head:
+    if head and (state is None or head != state.head):
         ref = f"{SAVED_REFS}/{stamp}-head"
         repo.update_ref(ref, head)
-        log(f"saved the previous HEAD as {ref}; recover it with: git -C {where} cherry-pick {state.head}..{ref}")
+        since = state.head if state else "<base>"
+        log(f"saved the previous HEAD as {ref}; recover it with: git -C {where} cherry-pick {since}..{ref}")
 
 
 def _open_checkout(project: Project, path: Path) -> Repo:
+    """The checkout at ``path``, cloned from the cache when absent."""
     if (path / ".git").exists():
         return Repo(path)
     if path.exists() and any(path.iterdir()):
         raise ConfigError(f"{path}: exists and is not a git checkout (move it away, or pass another checkout)")
+    cache.ensure_commit(project.cache_dir, project.pin)
     return Repo.clone(project.cache_dir, path)
 
 
@@ -155,45 +158,47 @@ def apply_queue(project: Project, checkout: Path | None = None, *, force: bool =
     Returns the checkout path.  Idempotent: when the checkout already holds
     exactly this queue on this pin, nothing is run.
     """
-    pin = project.pin
     series = project.series
     series.validate(numbering=False)
     for entry in series.entries:
         PatchFile.read(series.path.parent / entry.name)  # a damaged file fails here, by name
     path = (checkout or project.work_dir).absolute()
-    shown = project.display(path)
+    repo = _open_checkout(project, path)
+    with repo.locked():
+        _apply(project, repo, series, force, log)
+    return path
+
+
+def _apply(project: Project, repo: Repo, series: Series, force: bool, log: Log) -> None:
+    pin = project.pin
+    shown = project.display(repo.path)
     wanted = queue_hash(series, pin.commit)
     branch = branch_name(pin.commit)
+    op = repo.operation_in_progress()
+    if op:
+        raise OperationInProgress(f"{shown}: a git {op} is in progress",
+                                  hint=f"finish it, or run: git -C {shown} {op} --abort")
+    state = State.read(repo)
+    head = repo.rev_parse("HEAD")
+    dirty = repo.dirty_files()
+    if state and state.queue == wanted and state.head == head and not dirty and repo.current_branch() == branch:
+        log(f"{shown} is up to date: {branch} = {pin.short} + {len(series.entries)} patch(es)")
+        return
+    # A HEAD the tool did not leave (or no record at all) may hold the user's commits.
+    moved = head is not None and (state is None or head != state.head)
+    if (dirty or moved) and not force:
+        if dirty:
+            listed = ", ".join(dirty[:5]) + (f" (+{len(dirty) - 5} more)" if len(dirty) > 5 else "")
+            raise DirtyCheckout(f"{shown} has uncommitted changes: {listed}",
+                                hint="commit them (then mlx-overlay export), or re-run with --force to set them aside")
+        raise DirtyCheckout(f"{shown} has commits that are not in patches/ (HEAD is not where apply left it)",
+                            hint="run mlx-overlay export first, or re-run with --force to set them aside")
+    if dirty or moved:
+        _save_work(repo, state, head, dirty, log)
+    State.path(repo).unlink(missing_ok=True)
 
-    repo = Repo(path) if (path / ".git").exists() else None
-    if repo is not None:
-        op = repo.operation_in_progress()
-        if op:
-            raise OperationInProgress(f"{shown}: a git {op} is in progress",
-                                      hint=f"finish it, or run: git -C {shown} {op} --abort")
-        state = State.read(repo)
-        head = repo.rev_parse("HEAD")
-        dirty = repo.dirty_files()
-        if (state and state.queue == wanted and state.head == head and not dirty
-                and repo.current_branch() == branch):
-            log(f"{shown} is up to date: {branch} = {pin.short} + {len(series.entries)} patch(es)")
-            return path
-        moved = bool(state and head and head != state.head)
-        if (dirty or moved) and not force:
-            if dirty:
-                listed = ", ".join(dirty[:5]) + (f" (+{len(dirty) - 5} more)" if len(dirty) > 5 else "")
-                raise DirtyCheckout(f"{shown} has uncommitted changes: {listed}",
-                                    hint="commit them (then mlx-overlay export), or re-run with --force to set them aside")
-            raise DirtyCheckout(f"{shown} has commits that are not in patches/ (HEAD moved since the last apply)",
-                                hint="run mlx-overlay export first, or re-run with --force to set them aside")
-        if dirty or moved:
-            _save_work(repo, state, head, dirty, log)
-        State.path(repo).unlink(missing_ok=True)
-
-    upstream = cache.ensure_commit(project.cache_dir, pin)
-    if repo is None:
-        repo = _open_checkout(project, path)
     if not repo.has_commit(pin.commit):
+        upstream = cache.ensure_commit(project.cache_dir, pin)
         repo.git("fetch", "--quiet", str(upstream.path), pin.commit)
     repo.git("checkout", "--quiet", "--force", "-B", branch, pin.commit)
     repo.update_ref(BASE_REF, pin.commit)
@@ -201,8 +206,9 @@ def apply_queue(project: Project, checkout: Path | None = None, *, force: bool =
     try:
         apply_series(repo, series, log)
     except QueueDoesNotApply as err:
+        # Record where the tool stopped, so commits made on top are never reset silently.
+        State(pin=pin.commit, queue="incomplete", head=repo.git("rev-parse", "HEAD"), branch=branch).write(repo)
         err.hint = (f"{shown} stops before it; to resolve by hand: git -C {shown} am -3 <patch>, "
                     "fix, git am --continue, apply the rest the same way, then mlx-overlay export")
         raise
     State(pin=pin.commit, queue=wanted, head=repo.git("rev-parse", "HEAD"), branch=branch).write(repo)
-    return path

@@ -19,7 +19,7 @@ from pathlib import Path
 from overlay_tool import cache
 from overlay_tool.apply import apply_series
 from overlay_tool.errors import ConfigError, QueueStale
-from overlay_tool.export import Rendered, differs, render_queue
+from overlay_tool.export import Rendered, differs, render_queue, write_atomically
 from overlay_tool.git import Repo
 from overlay_tool.patchfile import PatchFile
 from overlay_tool.project import Project
@@ -31,7 +31,7 @@ Log = Callable[[str], None]
 def lint(project: Project) -> list[str]:
     """Every problem in patches/ that needs no git to see, one line each."""
     series = project.series
-    problems = series.problems()
+    problems = [p.replace(f"{project.root}/", "") for p in series.problems()]
     for entry in series.entries:
         path = project.patches_dir / entry.name
         if not path.is_file():
@@ -70,15 +70,19 @@ def stale_diff(rendered: Rendered, folder: Path, shown: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in out)
 
 
-def check_queue(project: Project, *, log: Log = print) -> None:
-    """Raise the matching error unless patches/ is exactly what apply + export reproduce."""
+def check_queue(project: Project, *, fix_dir: Path | None = None, log: Log = print) -> None:
+    """Raise the matching error unless patches/ is exactly what apply + export reproduce.
+
+    With ``fix_dir``, a stale queue is also written there as export would
+    write it, for CI to publish (the fix is then one copy away).
+    """
     problems = lint(project)
     if len(problems) == 1:
         raise ConfigError(problems[0])
     if problems:
         for problem in problems:
             log(f"  problem  {problem}")
-        raise ConfigError(f"{len(problems)} problems in {project.display(project.patches_dir)} (listed above)")
+        raise ConfigError(f"{len(problems)} problems in {project.display(project.patches_dir)}/ (listed above)")
     pin = project.pin
     series: Series = project.series
     upstream = cache.ensure_commit(project.cache_dir, pin)
@@ -91,6 +95,10 @@ def check_queue(project: Project, *, log: Log = print) -> None:
     shown = project.display(project.patches_dir)
     if differs(rendered, project.patches_dir):
         log(stale_diff(rendered, project.patches_dir, shown).rstrip("\n"))
-        raise QueueStale(f"{shown} is not what apply + export produce (diff above)",
-                         hint="run mlx-overlay apply && mlx-overlay export, then commit patches/")
-    log(f"{shown} is up to date: {len(series.entries)} patch(es) apply to {pin.short} and re-export unchanged")
+        hint = "run mlx-overlay apply && mlx-overlay export, then commit patches/"
+        if fix_dir is not None:
+            fix_dir.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(rendered, fix_dir.absolute())
+            hint = f"the re-exported queue is in {fix_dir}: copy it over patches/, or {hint}"
+        raise QueueStale(f"{shown}/ is not what apply + export produce (diff above)", hint=hint)
+    log(f"{shown}/ is up to date: {len(series.entries)} patch(es) apply to {pin.short} and re-export unchanged")

@@ -170,6 +170,12 @@ def export_queue(project: Project, checkout: Path | None = None, *, log: Log = p
     if not (path / ".git").exists():
         raise ConfigError(f"{shown}: no work checkout (run mlx-overlay apply first)")
     repo = Repo(path)
+    with repo.locked():
+        return _export(project, repo, log)
+
+
+def _export(project: Project, repo: Repo, log: Log) -> Rendered:
+    shown = project.display(repo.path)
     op = repo.operation_in_progress()
     if op:
         raise OperationInProgress(f"{shown}: a git {op} is in progress; refusing to export a half-done queue",
@@ -191,11 +197,11 @@ def export_queue(project: Project, checkout: Path | None = None, *, log: Log = p
     for name in rendered.new:
         log(f"  new      {name} (marked {DEFAULT_KIND}; change it in patches/series if it is for upstream)")
     if not differs(rendered, project.patches_dir):
-        log(f"{project.display(project.patches_dir)} is up to date ({len(rendered.files)} patch(es))")
+        log(f"{project.display(project.patches_dir)}/ is up to date ({len(rendered.files)} patch(es))")
     else:
         write_atomically(rendered, project.patches_dir)
         changed = [n for n in rendered.files if n not in rendered.kept]
-        log(f"wrote {project.display(project.patches_dir)}: {len(rendered.files)} patch(es), "
+        log(f"wrote {project.display(project.patches_dir)}/: {len(rendered.files)} patch(es), "
             f"{len(changed)} changed, {len(rendered.kept)} unchanged")
     # The checkout now holds exactly the queue: a later apply has nothing to do.
     State(pin=pin.commit, queue=queue_hash(project.series, pin.commit),

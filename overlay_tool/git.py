@@ -23,16 +23,18 @@ With :func:`set_verbose`, each command is echoed to stderr before it runs.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import os
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
-from overlay_tool.errors import GitError
+from overlay_tool.errors import GitError, MissingTool, OperationInProgress
 
 #: Committer of every commit the tool creates; authors come from the patches.
 COMMITTER_NAME = "mlx-overlay"
@@ -122,18 +124,9 @@ def set_verbose(verbose: bool) -> None:
     _verbose = verbose
 
 
-@dataclass(frozen=True)
-class _Isolation:
-    """A private config home holding the user's insteadOf rules and nothing else."""
-
-    home: Path
-
-    @property
-    def gitconfig(self) -> Path:
-        return self.home / "gitconfig"
-
-
-_isolations: dict[tuple[str | None, ...], _Isolation] = {}
+#: Private config homes (holding the user's insteadOf rules and nothing else),
+#: one per set of values of the variables below (tests change them).
+_isolations: dict[tuple[str | None, ...], Path] = {}
 
 # The variables that decide which config files the user's own git reads.
 _CONFIG_LOCATORS = (
@@ -149,20 +142,19 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def read_user_insteadof(env: dict[str, str] | None = None) -> list[tuple[str, str]]:
+def read_user_insteadof() -> list[tuple[str, str]]:
     """The ``(base, prefix)`` pairs of the user's ``url.<base>.insteadOf``.
 
     Read from the system and global config as the user's own git would see
     them (``--includes``), outside any repository.
     """
-    env = dict(os.environ if env is None else env)
+    env = dict(os.environ)
     for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT"):
         env.pop(name, None)
-    proc = subprocess.run(
+    proc = _spawn(
         ["git", "config", "--includes", "--null", "--get-regexp", r"^url\..*\.insteadof$"],
-        cwd=os.path.abspath(os.sep),
+        cwd=Path(os.path.abspath(os.sep)),
         env=env,
-        capture_output=True,
     )
     if proc.returncode not in (0, 1):  # 1: no such key
         raise GitError(f"cannot read your git config: {proc.stderr.decode(errors='replace').strip()}")
@@ -176,26 +168,26 @@ def read_user_insteadof(env: dict[str, str] | None = None) -> list[tuple[str, st
     return pairs
 
 
-def _isolation() -> _Isolation:
+def _isolation() -> Path:
     key = tuple(os.environ.get(name) for name in _CONFIG_LOCATORS)
-    iso = _isolations.get(key)
-    if iso is None:
+    home = _isolations.get(key)
+    if home is None:
         home = Path(tempfile.mkdtemp(prefix="mlx-overlay-git-"))
         atexit.register(shutil.rmtree, home, True)
         lines = [f"[url {_quote(base)}]\n\tinsteadOf = {_quote(prefix)}\n" for base, prefix in read_user_insteadof()]
         (home / "gitconfig").write_text("".join(lines), encoding="utf-8")
-        iso = _isolations[key] = _Isolation(home)
-    return iso
+        _isolations[key] = home
+    return home
 
 
-def git_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+def git_environment() -> dict[str, str]:
     """The environment every git call runs in (see the module docstring)."""
-    iso = _isolation()
+    home = _isolation()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEPT_GIT_VARS}
     env.update(
         GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=str(iso.gitconfig),
-        XDG_CONFIG_HOME=str(iso.home),
+        GIT_CONFIG_GLOBAL=str(home / "gitconfig"),
+        XDG_CONFIG_HOME=str(home),
         GIT_TERMINAL_PROMPT="0",
         GIT_EDITOR="true",
         GIT_PAGER="cat",
@@ -207,8 +199,6 @@ def git_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
         LANGUAGE="C",
         TZ="UTC",
     )
-    if extra:
-        env.update(extra)
     return env
 
 
@@ -220,25 +210,28 @@ def git_command(args: list[str]) -> list[str]:
     return cmd + list(args)
 
 
+def _spawn(cmd: list[str], *, cwd: Path | None, env: dict[str, str],
+           input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(cmd, cwd=cwd, env=env, input=input, capture_output=True)
+    except FileNotFoundError:
+        if shutil.which("git", path=env.get("PATH")) is None:
+            raise MissingTool("git is not installed (or not on PATH); install it, e.g. apt-get install git") from None
+        raise
+
+
 def run_git(
     args: list[str],
     *,
     cwd: Path | None = None,
     check: bool = True,
     input: bytes | None = None,
-    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run git with the pinned config; raise :class:`GitError` on failure when ``check``."""
     if _verbose:
         where = f"(cd {shlex.quote(str(cwd))} && " if cwd else ""
         print(f"+ {where}git {shlex.join(args)}{')' if cwd else ''}", file=sys.stderr)
-    proc = subprocess.run(
-        git_command(args),
-        cwd=cwd,
-        input=input,
-        env=git_environment(env),
-        capture_output=True,
-    )
+    proc = _spawn(git_command(args), cwd=cwd, env=git_environment(), input=input)
     if check and proc.returncode != 0:
         raise GitError(
             f"git {' '.join(args[:2])} failed in {cwd or os.getcwd()}: {_last_lines(proc.stderr)}"
@@ -261,13 +254,12 @@ class Repo:
         return f"Repo({str(self.path)!r})"
 
     # -- plumbing -------------------------------------------------------
-    def run(self, *args: str, check: bool = True, input: bytes | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-        return run_git(list(args), cwd=self.path, check=check, input=input, env=env)
+    def run(self, *args: str, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        return run_git(list(args), cwd=self.path, check=check, input=input)
 
-    def git(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> str:
+    def git(self, *args: str) -> str:
         """Run and return stdout as text, without the trailing newline."""
-        return self.run(*args, input=input, env=env).stdout.decode().rstrip("\n")
+        return self.run(*args).stdout.decode().rstrip("\n")
 
     def lines(self, *args: str) -> list[str]:
         out = self.git(*args)
@@ -281,7 +273,7 @@ class Repo:
         args = ["clone", "--quiet", "--no-checkout"]
         if shared:
             args.append("--shared")
-        run_git(args + [str(source), str(path)])
+        run_git([*args, str(source), str(path)])
         return cls(path)
 
     # -- queries --------------------------------------------------------
@@ -335,5 +327,94 @@ class Repo:
                 return name
         return None
 
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold an exclusive lock on this repository for the tool's own read-modify-write steps.
+
+        Two ``mlx-overlay`` runs on one checkout (a shell and an editor
+        plugin, say) would otherwise interleave ``git am`` and ``export``.
+        """
+        with open(self.git_dir() / "mlx-overlay.lock", "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise OperationInProgress(f"{self.path}: another mlx-overlay command is working here") from None
+            yield
+
     def update_ref(self, ref: str, value: str, message: str = "mlx-overlay") -> None:
         self.git("update-ref", "-m", message, ref, value)
+
+    # -- in-memory replay (rebase, drift, upstream-pr) ------------------
+    # Appended for issue 6; each works without touching a work tree.
+    def run_with(self, *args: str, env: dict[str, str], check: bool = True,
+                 input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        """:meth:`run` with extra environment (a private index, an author, a date)."""
+        if _verbose:
+            print(f"+ (cd {shlex.quote(str(self.path))} && {' '.join(f'{k}={v}' for k, v in env.items())} "
+                  f"git {shlex.join(args)})", file=sys.stderr)
+        proc = _spawn(git_command(list(args)), cwd=self.path, env={**git_environment(), **env}, input=input)
+        if check and proc.returncode != 0:
+            raise GitError(f"git {' '.join(args[:2])} failed in {self.path}: {_last_lines(proc.stderr)}")
+        return proc
+
+    def tree_of(self, rev: str) -> str:
+        return self.git("rev-parse", f"{rev}^{{tree}}")
+
+    def apply_to_tree(self, tree: str, patch: Path, *, check: bool = False) -> tuple[str | None, str]:
+        """Apply ``patch`` (exact context, as ``git am``) to ``tree`` through a private index.
+
+        Returns ``(new tree, "")``, or ``(None, git's message)`` when it does not apply.
+        With ``check`` nothing is written and the tree returned is ``tree``.
+        """
+        with tempfile.TemporaryDirectory(prefix="mlx-overlay-idx-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            self.run_with("read-tree", tree, env=env)
+            args = ["apply", "--cached", *(["--check"] if check else []), str(Path(patch).absolute())]
+            proc = self.run_with(*args, check=False, env=env)
+            if proc.returncode != 0:
+                return None, proc.stderr.decode(errors="replace")
+            return (tree if check else self.run_with("write-tree", env=env).stdout.decode().strip()), ""
+
+    def commit_tree(self, tree: str, parents: list[str], message: str,
+                    env: dict[str, str] | None = None) -> str:
+        args = ["commit-tree", tree]
+        for parent in parents:
+            args += ["-p", parent]
+        return self.run_with(*args, input=message.encode(), env=env or {}).stdout.decode().strip()
+
+    def commit_meta(self, commit: str) -> tuple[str, dict[str, str]]:
+        """The raw message of ``commit`` and the environment that recreates its author (and date as committer date)."""
+        raw = self.run("cat-file", "commit", commit).stdout.decode()
+        header, _, message = raw.partition("\n\n")
+        env: dict[str, str] = {}
+        for line in header.splitlines():
+            if line.startswith("author "):
+                who, _, when = line[len("author "):].rpartition("> ")
+                name, _, email = who.partition(" <")
+                env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+                       "GIT_AUTHOR_DATE": f"@{when}", "GIT_COMMITTER_DATE": f"@{when}"}
+        return message, env
+
+    def merge_pick(self, commit: str, onto: str) -> tuple[bool, str, list[str], str]:
+        """Cherry-pick ``commit`` onto ``onto`` in memory (3-way, renames followed).
+
+        Returns ``(clean, tree, conflicted paths, git's messages)``.  git 2.39's
+        ``merge-tree`` has no ``--merge-base``; a throwaway commit with ``onto``'s
+        tree and ``commit``'s parent makes that parent the merge base.
+        """
+        fake = self.commit_tree(self.tree_of(onto), [f"{commit}^"], "mlx-overlay probe\n")
+        proc = self.run("-c", "merge.renames=true", "-c", "merge.conflictStyle=merge",
+                        "merge-tree", "--write-tree", "--name-only", "--messages", fake, commit, check=False)
+        if proc.returncode not in (0, 1):
+            if b"write-tree" in proc.stderr or b"usage:" in proc.stderr:
+                raise MissingTool("git 2.38 or newer is needed (merge-tree --write-tree); "
+                                  f"this is {self.git('--version')}")
+            raise GitError(f"git merge-tree failed in {self.path}: {_last_lines(proc.stderr)}")
+        out = proc.stdout.decode(errors="replace")
+        first, _, rest = out.partition("\n")
+        files_part, _, messages = rest.partition("\n\n") if proc.returncode else ("", "", rest)
+        files = list(dict.fromkeys(line for line in files_part.splitlines() if line))
+        return proc.returncode == 0, first.strip(), files, messages.strip()
+
+    def conflicted_files(self) -> list[str]:
+        return list(dict.fromkeys(self.lines("diff", "--name-only", "--diff-filter=U")))

@@ -26,7 +26,7 @@ from overlay_tool.errors import ConfigError
 
 Kind = Literal["upstream", "overlay"]
 KINDS: tuple[Kind, ...] = ("upstream", "overlay")
-_NAME = re.compile(r"(\d{4})-[A-Za-z0-9._+-]+\.patch")
+_NAME = re.compile(r"(\d{4})-[^/\s]*\.patch")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Series:
                     f"{path}:{lineno}: expected 'NNNN-name.patch upstream|overlay', got {line!r}"
                 )
             name, kind = fields
-            if not _NAME.fullmatch(name) or "/" in name:
+            if not _NAME.fullmatch(name):
                 raise ConfigError(f"{path}:{lineno}: bad patch name {name!r} (expected NNNN-name.patch)")
             if name in seen:
                 raise ConfigError(f"{path}:{lineno}: {name} is listed twice")

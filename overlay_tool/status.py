@@ -69,15 +69,19 @@ def _patch_states(project: Project, repo: Repo, status: Status) -> None:
 
 
 def collect(project: Project, *, fetch: bool = False) -> Status:
+    """Everything status shows; touches the network only with ``fetch``."""
     pin = project.pin
-    upstream = cache.open_cache(project.cache_dir, pin.url)
-    if fetch:
-        cache.fetch(upstream, pin.url)
-    status = Status(pin=pin.commit, branch=pin.branch, behind=cache.behind(upstream, pin))
-    tip = upstream.rev_parse(f"refs/remotes/origin/{pin.branch}")
-    paths = patched_paths(project)
-    if tip and paths and upstream.has_commit(pin.commit):
-        status.drift = upstream.lines("log", "--no-merges", "--format=%h %as %s", f"{pin.commit}..{tip}", "--", *paths)
+    status = Status(pin=pin.commit, branch=pin.branch, behind=None)
+    if fetch or project.cache_dir.exists():
+        upstream = cache.open_cache(project.cache_dir, pin.url)
+        if fetch:
+            cache.fetch(upstream, pin.url)
+        status.behind = cache.behind(upstream, pin)
+        tip = upstream.rev_parse(f"refs/remotes/origin/{pin.branch}")
+        paths = patched_paths(project)
+        if tip and paths and upstream.has_commit(pin.commit):
+            status.drift = upstream.lines("log", "--no-merges", "--format=%h %as %s",
+                                          f"{pin.commit}..{tip}", "--", *paths)
     work = project.work_dir
     if (work / ".git").exists():
         repo = Repo(work)
@@ -88,7 +92,8 @@ def collect(project: Project, *, fetch: bool = False) -> Status:
                 status.patches = [(e.name, e.kind, f"unknown ({err.message})") for e in project.series.entries]
             status.label = overlay_label(repo)
         else:
-            status.patches = [(e.name, e.kind, "checkout busy (git operation in progress)") for e in project.series.entries]
+            busy = "checkout busy (git operation in progress)"
+            status.patches = [(e.name, e.kind, busy) for e in project.series.entries]
     else:
         status.patches = [(e.name, e.kind, "no work checkout (run apply)") for e in project.series.entries]
     return status
@@ -100,13 +105,19 @@ def report(project: Project, status: Status, log: Log = print) -> None:
     else:
         where = f"{status.behind} commit(s) behind origin/{status.branch} as last fetched"
     log(f"pin      {status.pin[:12]} ({where})")
+    from overlay_tool.rebase import in_progress_note  # (issue 6) a pin bump under way
+
+    note = in_progress_note(project)
+    if note:
+        log(f"rebase   {note}")
     if status.label:
         log(f"label    +{status.label} (wheel built from {project.display(project.work_dir)})")
     log(f"patches  {len(status.patches)}")
+    width = max((len(name) for name, _, _ in status.patches), default=0)
     for name, kind, state in status.patches:
-        log(f"  {name:<48} {kind:<8} {state}")
+        log(f"  {name:<{width}}  {kind:<8}  {state}")
     for name in status.extra_commits:
-        log(f"  {name:<48} {'':<8} new commit in the checkout (export to save)")
+        log(f"  {name:<{width}}  {'':<8}  new commit in the checkout (export to save)")
     if status.drift:
         log(f"upstream commits since the pin touching patched files: {len(status.drift)}")
         for line in status.drift:

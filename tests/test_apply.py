@@ -6,7 +6,7 @@ import pytest
 from conftest import Toy, commit_all, sh_git
 from overlay_tool.apply import BASE_REF, apply_queue
 from overlay_tool.errors import DirtyCheckout, OperationInProgress, QueueDoesNotApply
-from overlay_tool.git import COMMITTER_NAME
+from overlay_tool.git import COMMITTER_NAME, Repo
 
 
 def run_apply(toy: Toy, **kw: object) -> list[str]:
@@ -61,7 +61,8 @@ def test_conflict_names_patch_file_and_hunk(toy_queue: Toy) -> None:
     toy_queue.project.pin.with_commit(new_pin)
     with pytest.raises(QueueDoesNotApply) as err:
         run_apply(toy_queue, force=True)
-    assert err.value.message == "0002-Change-b.patch does not apply: src/b.txt: hunk #1 @@ -17,7 +17,7 @@ does not apply"
+    assert err.value.message == ("0002-Change-b.patch does not apply: "
+                                 "src/b.txt: hunk #1 @@ -17,7 +17,7 @@ does not apply")
     work = toy_queue.work
     assert sh_git(work, "log", "-1", "--format=%s") == "Change a"  # stopped cleanly after the good one
     assert not (work / ".git" / "rebase-apply").exists()
@@ -133,3 +134,25 @@ def test_corrupted_patch_named_before_anything_runs(toy_queue: Toy) -> None:
     with pytest.raises(Exception) as err:
         run_apply(toy_queue, force=True)
     assert "0001-Change-a.patch" in str(err.value) and "corrupt patch" in str(err.value)
+
+
+def test_commits_made_after_a_failure_are_not_reset(toy_queue: Toy) -> None:
+    upstream = toy_queue.upstream
+    (upstream / "src/b.txt").write_text("rewritten\n")
+    toy_queue.project.pin.with_commit(commit_all(upstream, "upstream rewrites b"))
+    with pytest.raises(QueueDoesNotApply):
+        run_apply(toy_queue, force=True)
+    toy_queue.add_patch("src/b.txt", "rewritten\n", "fixed by hand\n", "Change b\n\nResolved.")
+    with pytest.raises(DirtyCheckout, match="commits that are not in patches/"):
+        run_apply(toy_queue)
+
+
+def test_checkout_not_made_by_the_tool_is_not_reset(toy: Toy) -> None:
+    sh_git(toy.upstream, "clone", "-q", str(toy.upstream), str(toy.work))
+    with pytest.raises(DirtyCheckout, match="commits that are not in patches/"):
+        run_apply(toy)
+
+
+def test_a_second_run_on_the_same_checkout_is_refused(toy_queue: Toy) -> None:
+    with Repo(toy_queue.work).locked(), pytest.raises(OperationInProgress, match="another mlx-overlay command"):
+        run_apply(toy_queue)

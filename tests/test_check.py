@@ -32,7 +32,14 @@ def test_hand_edited_patch_is_stale_with_diff(toy_queue: Toy, capsys: pytest.Cap
     code, out = exit_code(toy_queue, capsys)
     assert code == QueueStale.exit_code
     assert "patches/0002-Change-b.patch (re-exported)" in out
-    assert "mlx-overlay: error: patches is not what apply + export produce" in out
+    fix = toy_queue.project.root.parent / "fix"
+    with pytest.raises(QueueStale) as err:
+        check_queue(toy_queue.project, fix_dir=fix, log=lambda _: None)
+    assert err.value.hint and str(fix) in err.value.hint
+    fixed = (fix / "0002-Change-b.patch").read_bytes()
+    assert b"+line 2O\n" in fixed and fixed != patch.read_bytes()  # same edit, consistent index line
+    assert (fix / "series").read_text() == toy_queue.project.series_path.read_text()
+    assert "mlx-overlay: error: patches/ is not what apply + export produce" in out
 
 
 def test_reordered_series_fails(toy_queue: Toy, capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,3 +102,12 @@ def test_check_leaves_no_trace(toy_queue: Toy) -> None:
     check(toy_queue)
     assert sorted(p.name for p in toy_queue.project.root.rglob("*") if ".git" not in p.parts) == before
     assert sh_git(toy_queue.project.cache_dir, "worktree", "list").count("\n") == 0
+
+
+def test_binary_and_deleted_files_round_trip(toy_queue: Toy) -> None:
+    (toy_queue.work / "blob.bin").write_bytes(bytes(range(256)) * 4)
+    (toy_queue.work / "README").unlink()
+    commit_all(toy_queue.work, "Binary and deletion\n\nBoth kinds of diff.")
+    export_queue(toy_queue.project, log=lambda _: None)
+    assert b"GIT binary patch" in (toy_queue.project.patches_dir / "0003-Binary-and-deletion.patch").read_bytes()
+    check(toy_queue)

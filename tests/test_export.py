@@ -19,7 +19,22 @@ HOSTILE = {
     "diff.algorithm": "patience",
     "diff.context": "9",
     "diff.srcPrefix": "left/",
+    "diff.dstPrefix": "right/",
+    "diff.suppressBlankEmpty": "true",
+    "diff.interHunkContext": "20",
+    "diff.indentHeuristic": "false",
     "core.autocrlf": "true",
+    "core.quotePath": "false",
+    "format.headers": "X-Leak: 1",
+    "format.to": "someone@example.invalid",
+    "format.from": "true",
+    "format.forceInBodyFrom": "true",
+    "format.suffix": ".diff",
+    "format.signOff": "true",
+    "format.useAutoBase": "true",
+    "format.noprefix": "true",
+    "format.encodeEmailHeaders": "false",
+    "i18n.logOutputEncoding": "ISO-8859-1",
 }
 
 
@@ -36,9 +51,19 @@ def add_rename(toy: Toy) -> None:
     toy.add_patch("src/c.txt", "line 30\n", "line thirty\n", "Rename b to c\n\nFor the test of renames.")
 
 
+def add_unicode(toy: Toy) -> None:
+    """Non-ASCII author and path, blank context lines: what encodings and quoting change."""
+    (toy.work / "docs").mkdir()
+    (toy.work / "docs" / "notes é.txt").write_text("a\n\n\nb\n\n\nc\n")
+    commit_all(toy.work, "Add notes\n\nWith an accent.", env={"GIT_AUTHOR_NAME": "Zoë Ünicode"})
+    (toy.work / "docs" / "notes é.txt").write_text("a\n\n\nB\n\n\nc\n")
+    commit_all(toy.work, "Édit notes\n\nCapital B.")
+
+
 def test_same_bytes_whatever_the_user_config(toy_queue: Toy, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     add_rename(toy_queue)
+    add_unicode(toy_queue)
     export_queue(toy_queue.project, log=quiet)
     baseline = patch_bytes(toy_queue.project)
     assert b"rename from" not in baseline["0003-Rename-b-to-c.patch"]
@@ -67,7 +92,7 @@ def test_unchanged_patches_kept_byte_for_byte(toy_queue: Toy) -> None:
     export_queue(toy_queue.project, log=lines.append)
     assert first.read_bytes() == tampered
     assert b"line 20 again" in (patches / "0002-Change-b.patch").read_bytes()
-    assert lines[-1] == "wrote patches: 2 patch(es), 1 changed, 1 unchanged"
+    assert lines[-1] == "wrote patches/: 2 patch(es), 1 changed, 1 unchanged"
 
 
 def test_renumbered_patch_keeps_its_bytes_and_kind(toy_queue: Toy) -> None:
@@ -91,7 +116,7 @@ def test_reexport_without_changes_writes_nothing(toy_queue: Toy) -> None:
     before = {p: p.stat().st_mtime_ns for p in toy_queue.project.patches_dir.iterdir()}
     lines: list[str] = []
     export_queue(toy_queue.project, log=lines.append)
-    assert lines == ["patches is up to date (2 patch(es))"]
+    assert lines == ["patches/ is up to date (2 patch(es))"]
     assert {p: p.stat().st_mtime_ns for p in toy_queue.project.patches_dir.iterdir()} == before
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from overlay_tool import git
-from overlay_tool.errors import GitError
+from overlay_tool.errors import GitError, MissingTool
 from overlay_tool.git import Repo, git_environment, run_git
 
 
@@ -45,3 +45,9 @@ def test_verbose_echoes_commands(tmp_path: Path, git_env: dict[str, str], capsys
     finally:
         git.set_verbose(False)
     assert "+ git --version" in capsys.readouterr().err
+
+
+def test_missing_git_is_named(tmp_path: Path, git_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(MissingTool, match="git is not installed"):
+        run_git(["--version"])
