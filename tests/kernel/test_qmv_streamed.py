@@ -174,11 +174,9 @@ def test_streamed_numerics(emu, dtype):
                                 np.abs(reference_weights(wq, s, b, bits, gs, dtype)))
                 err = np.abs(y - ref) / np.maximum(mag, 1e-30)
                 worst = max(worst, float(err.max() / EPS[dtype]))
-    # Measured worst case is about 1 eps of the output type (rounding of the
-    # result); 4 leaves room without hiding a wrong term (an error of one
-    # term's size is about 1/K of the magnitude, far above 4 eps for float32
-    # and float16... and caught by the bitwise tests for bfloat16).
-    print(dtype, "worst", worst)
+    # Measured worst (error / sum of |x_k w_k|, in eps of the output type):
+    # 0.45 float16, 0.42 bfloat16, 0.91 float32. The bitwise tests are the
+    # sharp check; this one catches gross errors (wrong rows, scales, tiles).
     assert worst <= 4.0, f"{dtype}: relative error {worst:.2f} eps"
 
 
