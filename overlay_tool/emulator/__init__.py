@@ -3,6 +3,7 @@ from a (stock or patched) quantized.h, compiled as host C++ against a shim and
 run lane by lane on the CPU. See README.md in this folder and docs/emulator.md.
 """
 
+from overlay_tool.emulator import build
 from overlay_tool.emulator.core import (
     DEFAULT_FUNCTIONS,
     KINDS,

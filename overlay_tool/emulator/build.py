@@ -75,7 +75,9 @@ def flags(*, contract: bool, opt: str = "-O2", defines: dict[str, str] | None = 
             raise EmulatorError(
                 "contract=True needs a CPU with FMA (this one has none): cannot model contraction"
             )
-        f += ["-ffp-contract=fast"] + (["-mfma"] if is_x86 else [])
+        # GCC forms FMAs in its widening_mul pass, which -O1 runs only with
+        # -fexpensive-optimizations (on by default from -O2).
+        f += ["-ffp-contract=fast", "-fexpensive-optimizations"] + (["-mfma"] if is_x86 else [])
     else:
         f += ["-ffp-contract=off"]
     if is_x86 and "f16c" in cpu_flags():
@@ -128,7 +130,7 @@ class Pending:
             self.tmp.unlink(missing_ok=True)
             log = self.so.with_suffix(".log")
             log.write_text(out)
-            lines = [ln for ln in out.splitlines() if "error" in ln]
+            lines = [ln for ln in out.splitlines() if re.search(r":\d+(:\d+)?: (fatal )?error:", ln)]
             first = lines[0] if lines else (out.strip().splitlines() or ["(no output)"])[0]
             raise EmulatorError(
                 f"compile error: {first.strip()}",

@@ -120,7 +120,9 @@ class Emulator:
     -ffp-contract=fast -mfma (EmulatorError when the CPU lacks FMA).
     ``extra_functions``: more top-level names to extract (their dependencies
     come along). ``simd_sum_order``: "tree" (default), "sequential",
-    "butterfly" or "reverse" (see docs/emulator.md).
+    "butterfly" or "reverse" (see docs/emulator.md). ``functions`` replaces
+    the default set of required names (for headers that are not quantized.h,
+    e.g. test fixtures). ``opt``: optimisation flag for the host compiler.
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class Emulator:
         cache_dir: Path | None = None,
         simd_sum_order: str = "tree",
         opt: str = "-O1",
+        functions: Sequence[str] | None = None,
     ) -> None:
         self.text, self.label = header_text(header)
         self.header = header if isinstance(header, Path) else None
@@ -142,7 +145,8 @@ class Emulator:
                 f"simd_sum_order {simd_sum_order!r} is not one of {', '.join(SIMD_SUM_ORDERS)}"
             )
         self.simd_sum_order = simd_sum_order
-        self.functions = tuple(dict.fromkeys([*DEFAULT_FUNCTIONS, *extra_functions]))
+        base = DEFAULT_FUNCTIONS if functions is None else tuple(functions)
+        self.functions = tuple(dict.fromkeys([*base, *extra_functions]))
         self.extraction = extract(
             self.text, self.functions, label=self.label, optional=OPTIONAL_FUNCTIONS
         )
