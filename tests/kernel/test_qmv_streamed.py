@@ -25,11 +25,10 @@ from overlay_tool.emulator import (
     EmulatorError,
     decode,
     m1_uses_fast,
-    quantize,
     reference,
-    round_to,
     wide_vecs_per_tg,
 )
+from overlay_tool.emulator.testing import random_problem
 from overlay_tool.emulator.typecheck import typecheck
 
 BITS = (2, 3, 4, 5, 6, 8)
@@ -59,12 +58,20 @@ def tiling(m: int) -> int:
     return v
 
 
-def make_case(bits, group_size, dtype, K, N, *, B=1, seed=0):
-    rng = np.random.default_rng([bits, group_size, K, N, B, seed])
-    w = rng.standard_normal((B, N, K) if B > 1 else (N, K)).astype(np.float32)
-    wq, scales, biases = quantize(w, bits, group_size, dtype)
-    x = rng.standard_normal((B, M_MAX, K) if B > 1 else (M_MAX, K)).astype(np.float32)
-    return wq, scales, biases, round_to(x, dtype)
+def make_case(bits, group_size, dtype, K, N, *, B=1, seed=0, cancel=True):
+    """Weights quantized with MLX's scheme and M_MAX input rows. ``cancel``
+    (default) gives order-sensitive inputs (outputs tiny against the sum of
+    |terms|, see overlay_tool.emulator.testing.random_problem): a one-ulp
+    change of a float32 partial sum then also shows in half/bfloat16 outputs."""
+    parts = []
+    for i in range(B):
+        rng = np.random.default_rng([bits, group_size, K, N, B, seed, i])
+        parts.append(random_problem(rng, M=M_MAX, N=N, K=K, bits=bits, group_size=group_size,
+                                    dtype=dtype, cancel=cancel))
+    if B == 1:
+        p = parts[0]
+        return p["w"], p["scales"], p["biases"], p["x"]
+    return tuple(np.stack([p[k] for p in parts]) for k in ("w", "scales", "biases", "x"))
 
 
 def configs(dtype, bits, group_sizes=GROUP_SIZES):
@@ -162,7 +169,7 @@ def test_streamed_numerics(emu, dtype):
             for name, (K, N) in SHAPES.items():
                 if K % gs:
                     continue
-                wq, s, b, x = make_case(bits, gs, dtype, K, N)
+                wq, s, b, x = make_case(bits, gs, dtype, K, N, cancel=False)
                 y = decode(
                     emu.qmv("qmv_streamed", w=wq, scales=s, biases=b, x=x, bits=bits,
                             group_size=gs, dtype=dtype),
@@ -188,18 +195,25 @@ def reference_weights(wq, s, b, bits, gs, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_negative_control_qmv_wide_differs(emu, dtype):
-    # Stock qmv_wide reorders the sums: it must differ from M = 1 for a clear
-    # share of outputs, or the bitwise comparisons above could not fail.
+    # Stock qmv_wide reorders the sums: it must differ from M = 1 for every
+    # bits, or the bitwise comparisons above could not fail. (Shares measured
+    # with these inputs: 1.0 for bits 2..6; bits 8 about 0.02 in bfloat16,
+    # whose 8-bit mantissa hides most one-ulp float32 changes.)
     gs = 64
-    K, N = SHAPES["aligned"]
     shares = {}
     for bits in BITS:
-        wq, s, b, x = make_case(bits, gs, dtype, K, N)
-        kw = dict(w=wq, scales=s, biases=b, bits=bits, group_size=gs, dtype=dtype)
-        y1 = emu.qmv("qmv_m1", x=x, **kw)
-        diff = [float((emu.qmv("qmv_wide", x=x[:m], **kw) != y1[:, :m]).mean()) for m in range(2, 6)]
-        shares[bits] = min(diff)
-    assert all(v > 0.02 for v in shares.values()), shares
+        differ = total = 0
+        for K, N in (SHAPES["aligned"], SHAPES["ragged_n"]):
+            wq, s, b, x = make_case(bits, gs, dtype, K, N)
+            kw = dict(w=wq, scales=s, biases=b, bits=bits, group_size=gs, dtype=dtype)
+            y1 = emu.qmv("qmv_m1", x=x, **kw)
+            for m in range(2, 6):
+                d = emu.qmv("qmv_wide", x=x[:m], **kw) != y1[:, :m]
+                differ += int(d.sum())
+                total += d.size
+        shares[bits] = differ / total
+    assert all(v > 0 for v in shares.values()), shares
+    assert sum(shares.values()) / len(shares) > 0.1, shares
 
 
 def streamed_instantiations():
@@ -236,3 +250,33 @@ def test_typecheck_rejects_thread_to_device_cast(patched_header):
 def test_stock_header_has_no_streamed_kernel(stock_header):
     # The queue, not upstream, brings the kernel: the stock header lacks it.
     assert "qmv_streamed_impl" not in stock_header.read_text()
+
+
+def reorder_qdot_thread(text: str) -> str:
+    """The patched header with qdot_thread's 4-bit loop run backwards: the same
+    terms in the opposite order (a fixture derived at run time)."""
+    start = text.index("inline U qdot_thread(")
+    end = text.index("inline U qdot_safe_thread(")
+    body = text[start:end]
+    i4 = body.index("else if (bits == 4)")
+    fwd = "for (int i = 0; i < (values_per_thread / 4); i++) {"
+    bwd = "for (int i = (values_per_thread / 4) - 1; i >= 0; i--) {"
+    assert fwd in body[i4:]
+    body = body[:i4] + body[i4:].replace(fwd, bwd, 1)
+    return text[:start] + body + text[end:]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_reordered_qdot_thread_is_caught(patched_header, dtype):
+    # The comparisons must see a reordering inside the streamed kernel itself:
+    # with qdot_thread's 4-bit terms summed backwards, streamed != M = 1.
+    # (Not bfloat16: its 8-bit inputs times 4-bit weights leave float32 sums
+    # of four steps exact, so this reordering cannot change a bit there.)
+    emu = Emulator(reorder_qdot_thread(patched_header.read_text()))
+    K, N = SHAPES["aligned"]
+    wq, s, b, x = make_case(4, 64, dtype, K, N)
+    kw = dict(w=wq, scales=s, biases=b, bits=4, group_size=64, dtype=dtype)
+    y1 = emu.qmv("qmv_m1", x=x, **kw)
+    ys = emu.qmv("qmv_streamed", x=x[:5], **kw)
+    share = float((ys != y1[:, :5]).mean())
+    assert share > 0.05, share
