@@ -131,6 +131,19 @@ def test_streamed_equals_m1_contraction_on(emu_contract, dtype, bits):
     assert not bad, "\n".join(bad)
 
 
+def test_contraction_on_is_not_vacuous(emu, emu_contract):
+    # With contraction on the compiler does form FMAs in these kernels: the
+    # M = 1 outputs change for some inputs, so the run above is a real test.
+    changed = 0
+    for bits in (3, 4):
+        for name in ("aligned", "ragged_n"):
+            K, N = SHAPES[name]
+            wq, s, b, x = make_case(bits, 64, "float32", K, N)
+            kw = dict(w=wq, scales=s, biases=b, x=x, bits=bits, group_size=64, dtype="float32")
+            changed += int((emu.qmv("qmv_m1", **kw) != emu_contract.qmv("qmv_m1", **kw)).sum())
+    assert changed > 0
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_streamed_equals_m1_batched(emu, dtype):
     # B = 3 distinct weight matrices and inputs, tid.z selecting the batch.
