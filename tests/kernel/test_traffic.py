@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from overlay_tool.emulator import wide_vecs_per_tg
-from tests.kernel.traffic import CountingEmulator, case
+from .traffic import CountingEmulator, case
 
 K, N, GS, DTYPE = 512, 16, 64, "float32"
 
