@@ -12,7 +12,7 @@ import pytest
 from overlay_tool.emulator import decode, quantize, round_to
 from overlay_tool.emulator.quant import _pack, unpack
 
-from quantize_golden import BITS, DTYPES, GOLDEN, GROUPS, digest, weights
+from .quantize_golden import BITS, DTYPES, GOLDEN, GROUPS, digest, weights
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
