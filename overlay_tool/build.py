@@ -303,10 +303,9 @@ class ProgressParser:
             done, total, what = int(m.group(1)), int(m.group(2)), m.group(3)
             self.done, self.total = done, total
             if what.startswith("Linking") or what.startswith("Creating library"):
-                ev = self._switch("link", what.split()[-1].rsplit("/", 1)[-1])
-                if ev:
-                    return ev
-                return None
+                # every link step is reported: they are few, and long
+                self.phase = "link"
+                return Progress("link", text=what.split()[-1].rsplit("/", 1)[-1])
             if what.startswith(("Building", "Generating")):
                 self.compiled += 1
                 self.phase = "compile"

@@ -147,6 +147,7 @@ def test_progress_from_a_ninja_transcript() -> None:
     compiles = [l for l in lines if "compile" in l]
     assert compiles[0] == "[build] compile 1/10 (10%)"
     assert "[build] link: libmlx.so" in lines
+    assert "[build] link: core.cpython-311-x86_64-linux-gnu.so" in lines  # every link step
     assert lines.index("[build] link: libmlx.so") > lines.index(compiles[0])
     assert lines[-2:] == ["[build] install", "[build] wheel"]
     assert parser.compiled == 7  # 7 "Building" steps (the transcript's link/install steps are not objects)
