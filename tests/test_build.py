@@ -250,6 +250,17 @@ def test_failed_build_names_the_log_and_shows_the_error(fake_build, monkeypatch)
     assert err.value.exit_code == 9
 
 
+def _assert_gone(pid: int, cause: str) -> None:
+    """The fake build process ends within 5 s."""
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"the build process survived {cause}")
+
+
 def test_interrupted_build_stops_the_compilers_and_keeps_the_build_dir(fake_build, monkeypatch, tmp_path) -> None:
     request, _ = fake_build
     monkeypatch.setenv("FAKE_PIP_MODE", "hang")
@@ -262,15 +273,7 @@ def test_interrupted_build_stops_the_compilers_and_keeps_the_build_dir(fake_buil
 
     with pytest.raises(KeyboardInterrupt):
         B.build_wheel(request(), echo=echo)
-    pid = int(pid_file.read_text())
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail("the build process survived the interrupt")
+    _assert_gone(int(pid_file.read_text()), "the interrupt")
     logs = sorted((request().state / "logs").glob("build-cpu-2*.log"))
     assert logs[-1].read_text().rstrip().endswith("# interrupted")
     key = B.build_key(request().checkout, "cpu", request().root)
@@ -324,15 +327,7 @@ def test_sigterm_stops_the_build_like_ctrl_c(fake_build, monkeypatch, tmp_path) 
     with pytest.raises(KeyboardInterrupt):
         B.build_wheel(request(), echo=echo)
     assert signal.getsignal(signal.SIGTERM) == before  # handler restored
-    pid = int(pid_file.read_text())
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail("the build process survived SIGTERM")
+    _assert_gone(int(pid_file.read_text()), "SIGTERM")
 
 
 def test_slow_compiles_still_report_every_minute() -> None:
