@@ -26,9 +26,10 @@ struct QmvArgs {
   int prefix##qmv(const QmvArgs* a);                                         \
   /* cu::qmv_streamed as mlx::core::qmv picks it (patched only; -1 else). */ \
   int prefix##qmv_streamed_auto(const QmvArgs* a);                           \
-  /* qmv_streamed_kernel<rows_per_block = 4, V, D> with G vector groups    \
-     per block (patched only; -1 where not instantiated). */                \
-  int prefix##qmv_streamed(const QmvArgs* a, int V, int G, int D);
+  /* qmv_streamed_kernel with R rows and V vectors per warp, D tiles of    \
+     prefetch, 4 x G warps per block (patched only; -1 where not            \
+     instantiated). */                                                      \
+  int prefix##qmv_streamed(const QmvArgs* a, int R, int V, int G, int D);
 
 QMV_DECLARE(stock_)
 QMV_DECLARE(patched_)

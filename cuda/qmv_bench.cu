@@ -133,8 +133,8 @@ static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
 
 enum Impl { STOCK = 0, PATCHED_QMV = 1, AUTO = 2, EXPLICIT = 3 };
 
-static int launch(Impl impl, const QmvArgs& a, int V = 0, int G = 0,
-                  int D = 0) {
+static int launch(Impl impl, const QmvArgs& a, int R = 0, int V = 0,
+                  int G = 0, int D = 0) {
   switch (impl) {
     case STOCK:
       return stock_qmv(&a);
@@ -143,7 +143,7 @@ static int launch(Impl impl, const QmvArgs& a, int V = 0, int G = 0,
     case AUTO:
       return patched_qmv_streamed_auto(&a);
     case EXPLICIT:
-      return patched_qmv_streamed(&a, V, G, D);
+      return patched_qmv_streamed(&a, R, V, G, D);
   }
   return -1;
 }
@@ -165,7 +165,8 @@ static const char* impl_name(Impl i) {
 // Median time per launch (us) over graph replays of R launches, one per set.
 static double time_impl(Impl impl, int dtype, int bits, const Shape& sh,
                         const Sets& sets, const void* x, void* out, int m,
-                        cudaStream_t st, int V, int G, int D, int reps) {
+                        cudaStream_t st, int R, int V, int G, int D,
+                        int reps) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -173,7 +174,7 @@ static double time_impl(Impl impl, int dtype, int bits, const Shape& sh,
   for (int r = 0; r < sets.R; ++r) {
     QmvArgs a = make_args(dtype, bits, x, sets.w[r], sets.s[r], sets.b[r],
                           out, m, sh.n, sh.k, st);
-    rc |= launch(impl, a, V, G, D);
+    rc |= launch(impl, a, R, V, G, D);
   }
   CK(cudaStreamEndCapture(st, &graph));
   if (rc != 0) {
@@ -217,7 +218,7 @@ int main(int argc, char** argv) {
   }
   g_csv = fopen((outdir + "/cuda_qmv_timing.csv").c_str(), "w");
   g_log = fopen((outdir + "/cuda_qmv_log.txt").c_str(), "w");
-  fprintf(g_csv, "shape,dtype,bits,impl,V,G,D,M,us,GBps,stock_m1_us\n");
+  fprintf(g_csv, "shape,dtype,bits,impl,R,V,G,D,M,us,GBps,stock_m1_us\n");
 
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -368,27 +369,28 @@ int main(int argc, char** argv) {
 
         struct Variant {
           Impl impl;
-          int V, G, D;
+          int R, V, G, D;
         };
-        std::vector<Variant> variants = {{STOCK, 0, 0, 0},
-                                         {PATCHED_QMV, 0, 0, 0},
-                                         {AUTO, 0, 0, 0}};
-        for (int V : {1, 2, 4, 8})
-          for (int D : {2, 4, 8})
-            for (int G : {1, 2, 4}) {
-              if (D == 8 && V != 1) continue;
-              variants.push_back({EXPLICIT, V, G, D});
-            }
+        std::vector<Variant> variants = {{STOCK, 0, 0, 0, 0},
+                                         {PATCHED_QMV, 0, 0, 0, 0},
+                                         {AUTO, 0, 0, 0, 0}};
+        // The (R, V, D) instantiated in qmv_entry.cu.
+        const int rvd[][3] = {{1, 1, 2}, {1, 1, 4}, {2, 1, 2}, {2, 1, 4},
+                              {4, 1, 2}, {4, 1, 4}, {1, 2, 2}, {2, 2, 2},
+                              {4, 2, 2}, {1, 4, 2}, {2, 4, 2}, {4, 4, 2},
+                              {1, 8, 2}, {2, 8, 2}};
+        for (auto& c : rvd)
+          for (int G : {1, 2}) variants.push_back({EXPLICIT, c[0], c[1], G, c[2]});
         int mismatched_launches = 0;
         for (const Variant& v : variants) {
           for (int m = 1; m <= kMaxM; ++m) {
             CK(cudaMemsetAsync(out, 0xFF, out_elems * 2, st));
             QmvArgs a = make_args(dtype, bits, x, sets.w[0], sets.s[0],
                                   sets.b[0], out, m, sh.n, sh.k, st);
-            int rc = launch(v.impl, a, v.V, v.G, v.D);
+            int rc = launch(v.impl, a, v.R, v.V, v.G, v.D);
             if (rc != 0) {
-              logf("launch %s V=%d G=%d D=%d failed rc=%d\n",
-                   impl_name(v.impl), v.V, v.G, v.D, rc);
+              logf("launch %s R=%d V=%d G=%d D=%d failed rc=%d\n",
+                   impl_name(v.impl), v.R, v.V, v.G, v.D, rc);
               all_ok = false;
               continue;
             }
@@ -404,9 +406,9 @@ int main(int argc, char** argv) {
             if (bad) {
               mismatched_launches++;
               all_ok = false;
-              logf("MISMATCH %s %s %d-bit %s V=%d G=%d D=%d M=%d: %zu of %zu "
-                   "outputs differ from stock M=1\n",
-                   label, dname, bits, impl_name(v.impl), v.V, v.G, v.D, m,
+              logf("MISMATCH %s %s %d-bit %s R=%d V=%d G=%d D=%d M=%d: %zu of "
+                   "%zu outputs differ from stock M=1\n",
+                   label, dname, bits, impl_name(v.impl), v.R, v.V, v.G, v.D, m,
                    bad, size_t(m) * sh.n);
             }
           }
@@ -418,43 +420,47 @@ int main(int argc, char** argv) {
 
         // ---- Timing ----
         double stock1 = time_impl(STOCK, dtype, bits, sh, sets, x, out, 1, st,
-                                  0, 0, 0, reps);
-        auto record = [&](Impl impl, int V, int G, int D, int m, double us) {
+                                  0, 0, 0, 0, reps);
+        auto record = [&](Impl impl, int R, int V, int G, int D, int m,
+                          double us) {
           double gbps = us > 0 ? set_bytes / (us * 1e-6) / 1e9 : 0;
-          fprintf(g_csv, "%s,%s,%d,%s,%d,%d,%d,%d,%.2f,%.0f,%.2f\n", label,
-                  dname, bits, impl_name(impl), V, G, D, m, us, gbps, stock1);
+          fprintf(g_csv, "%s,%s,%d,%s,%d,%d,%d,%d,%d,%.2f,%.0f,%.2f\n", label,
+                  dname, bits, impl_name(impl), R, V, G, D, m, us, gbps, stock1);
           fflush(g_csv);
         };
-        record(STOCK, 0, 0, 0, 1, stock1);
+        record(STOCK, 0, 0, 0, 0, 1, stock1);
         std::vector<int> ms_stock = {2, 4, 8, 16};
         std::vector<double> auto_us(kMaxM + 1, 0), stock_us(kMaxM + 1, 0);
         stock_us[1] = stock1;
         for (int m : ms_stock) {
           stock_us[m] = time_impl(STOCK, dtype, bits, sh, sets, x, out, m, st,
-                                  0, 0, 0, reps);
-          record(STOCK, 0, 0, 0, m, stock_us[m]);
+                                  0, 0, 0, 0, reps);
+          record(STOCK, 0, 0, 0, 0, m, stock_us[m]);
         }
         for (int m = 1; m <= kMaxM; ++m) {
           if (quick && m != 1 && m != 2 && m != 4 && m != 8 && m != 16)
             continue;
           auto_us[m] = time_impl(AUTO, dtype, bits, sh, sets, x, out, m, st,
-                                 0, 0, 0, reps);
-          record(AUTO, 0, 0, 0, m, auto_us[m]);
+                                 0, 0, 0, 0, reps);
+          record(AUTO, 0, 0, 0, 0, m, auto_us[m]);
         }
-        // Explicit configurations at M in {1, 2, 4, 8, 12, 16}.
+        // Explicit configurations at M in {1, 2, 3, 4, 6, 8, 12, 16}.
         double best[kMaxM + 1];
-        int bestV[kMaxM + 1], bestG[kMaxM + 1], bestD[kMaxM + 1];
-        for (int m : {1, 2, 4, 8, 12, 16}) {
+        int bestR[kMaxM + 1], bestV[kMaxM + 1], bestG[kMaxM + 1],
+            bestD[kMaxM + 1];
+        const std::vector<int> ms_explicit = {1, 2, 3, 4, 6, 8, 12, 16};
+        for (int m : ms_explicit) {
           best[m] = 1e30;
           for (const Variant& v : variants) {
             if (v.impl != EXPLICIT) continue;
-            if (v.V > 2 * m) continue;  // mostly idle lanes of work
+            if (v.V >= 2 * m) continue;  // mostly idle vectors
             if ((m + v.V - 1) / v.V < v.G && v.G > 1) continue;  // same as smaller G
             double us = time_impl(EXPLICIT, dtype, bits, sh, sets, x, out, m,
-                                  st, v.V, v.G, v.D, reps);
-            record(EXPLICIT, v.V, v.G, v.D, m, us);
+                                  st, v.R, v.V, v.G, v.D, reps);
+            record(EXPLICIT, v.R, v.V, v.G, v.D, m, us);
             if (us > 0 && us < best[m]) {
               best[m] = us;
+              bestR[m] = v.R;
               bestV[m] = v.V;
               bestG[m] = v.G;
               bestD[m] = v.D;
@@ -462,21 +468,22 @@ int main(int argc, char** argv) {
           }
         }
         double stock1_again = time_impl(STOCK, dtype, bits, sh, sets, x, out,
-                                        1, st, 0, 0, 0, reps);
-        record(STOCK, 0, 0, 0, 1, stock1_again);
+                                        1, st, 0, 0, 0, 0, reps);
+        record(STOCK, 0, 0, 0, 0, 1, stock1_again);
         logf("%s %s %d-bit timing (us/launch; stock M=1 %.2f us = %.0f GB/s; "
              "timed again at the end: %.2f us)\n",
              label, dname, bits, stock1, set_bytes / (stock1 * 1e-6) / 1e9,
              stock1_again);
-        logf("   M | stock qmv | streamed(auto) | auto/stockM1 | best explicit (V,G,D)\n");
+        logf("   M | stock qmv | streamed(auto) | auto/stockM1 | best explicit (R,V,G,D)\n");
         for (int m = 1; m <= kMaxM; ++m) {
-          bool has_best = (m == 1 || m == 2 || m == 4 || m == 8 || m == 12 || m == 16);
+          bool has_best = std::find(ms_explicit.begin(), ms_explicit.end(), m) !=
+              ms_explicit.end();
           if (auto_us[m] == 0 && !has_best) continue;
           char sb[32] = "", bb[64] = "";
           if (stock_us[m] > 0) snprintf(sb, sizeof(sb), "%9.2f", stock_us[m]);
           if (has_best)
-            snprintf(bb, sizeof(bb), "%7.2f (%d,%d,%d)", best[m], bestV[m],
-                     bestG[m], bestD[m]);
+            snprintf(bb, sizeof(bb), "%7.2f (%d,%d,%d,%d)", best[m], bestR[m],
+                     bestV[m], bestG[m], bestD[m]);
           logf("  %2d | %9s | %14.2f | %12.2f | %s\n", m, sb, auto_us[m],
                auto_us[m] / stock1, bb);
         }

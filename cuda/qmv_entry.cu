@@ -64,10 +64,10 @@ int ENTRY(qmv)(const QmvArgs* a) {
 
 namespace {
 
-template <typename T, typename Q, int V, int D>
+template <typename T, typename Q, int R, int V, int D>
 int launch_streamed(const QmvArgs& a, int G) {
   constexpr int E = cu::QmvStreamedTraits<T, Q>::elems_per_thread;
-  constexpr int R = 4;
+  constexpr int W = 4;  // warps per row group
   if (a.k % (WARP_SIZE * E) != 0 ||
       !cu::QmvStreamedTraits<T, Q>::aligned(a.x, a.w, a.k)) {
     return -2;
@@ -79,9 +79,9 @@ int launch_streamed(const QmvArgs& a, int G) {
   }
   int groups = (m + V - 1) / V;
   int gpb = groups < G ? groups : G;
-  dim3 grid((a.n + R - 1) / R, (groups + gpb - 1) / gpb, l);
-  dim3 block(WARP_SIZE, R * gpb);
-  cu::qmv_streamed_kernel<R, V, D, E, 64, true, false, T, Q, T>
+  dim3 grid((a.n + W * R - 1) / (W * R), (groups + gpb - 1) / gpb, l);
+  dim3 block(WARP_SIZE, W * gpb);
+  cu::qmv_streamed_kernel<W, R, V, D, E, 64, true, false, T, Q, T>
       <<<grid, block, 0, a.stream>>>(
           static_cast<const T*>(a.x),
           static_cast<const Q*>(a.w),
@@ -96,16 +96,20 @@ int launch_streamed(const QmvArgs& a, int G) {
   return int(cudaGetLastError());
 }
 
+// The (R, V, D) instantiations the harness can time.
+#define QMV_STREAMED_CONFIGS(X)                                    \
+  X(1, 1, 2) X(1, 1, 4) X(2, 1, 2) X(2, 1, 4) X(4, 1, 2) X(4, 1, 4) \
+  X(1, 2, 2) X(2, 2, 2) X(4, 2, 2)                                  \
+  X(1, 4, 2) X(2, 4, 2) X(4, 4, 2)                                  \
+  X(1, 8, 2) X(2, 8, 2)
+
 template <typename T, typename Q>
-int launch_streamed_vd(const QmvArgs& a, int V, int G, int D) {
-#define QMV_CASE(v, d)                          \
-  if (V == v && D == d) {                       \
-    return launch_streamed<T, Q, v, d>(a, G);   \
+int launch_streamed_rvd(const QmvArgs& a, int R, int V, int G, int D) {
+#define QMV_CASE(r, v, d)                            \
+  if (R == r && V == v && D == d) {                  \
+    return launch_streamed<T, Q, r, v, d>(a, G);     \
   }
-  QMV_CASE(1, 2) QMV_CASE(1, 4) QMV_CASE(1, 8)
-  QMV_CASE(2, 2) QMV_CASE(2, 4)
-  QMV_CASE(4, 2) QMV_CASE(4, 4)
-  QMV_CASE(8, 2) QMV_CASE(8, 4)
+  QMV_STREAMED_CONFIGS(QMV_CASE)
 #undef QMV_CASE
   return -1;
 }
@@ -134,9 +138,9 @@ int ENTRY(qmv_streamed_auto)(const QmvArgs* a) {
   });
 }
 
-int ENTRY(qmv_streamed)(const QmvArgs* a, int V, int G, int D) {
+int ENTRY(qmv_streamed)(const QmvArgs* a, int R, int V, int G, int D) {
   return dispatch_types(*a, [&]<typename T, typename Q>() {
-    return launch_streamed_vd<T, Q>(*a, V, G, D);
+    return launch_streamed_rvd<T, Q>(*a, R, V, G, D);
   });
 }
 
@@ -145,7 +149,7 @@ int ENTRY(qmv_streamed)(const QmvArgs* a, int V, int G, int D) {
 int ENTRY(qmv_streamed_auto)(const QmvArgs*) {
   return -1;
 }
-int ENTRY(qmv_streamed)(const QmvArgs*, int, int, int) {
+int ENTRY(qmv_streamed)(const QmvArgs*, int, int, int, int) {
   return -1;
 }
 
