@@ -191,7 +191,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.fmt:
         incs.append(f"-I{Path(args.fmt).resolve()}")
     incs += [f"-I{headers / 'cccl'}", f"-I{mlx}", "-isystem", str(headers), f"-I{bdir}", f"-I{CUDA_DIR}"]
-    base = [nvcc] + NVFLAGS + ARCH + incs
+    base = [nvcc] + NVFLAGS + ARCH + incs + (["-DQMV_LEAN"] if args.lean else [])
     jobs = {
         "stock": base
         + ["-Xptxas", "-v", "-Dmlx=mlx_stock", "-DQMV_PREFIX=stock_",
@@ -242,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
     b.add_argument("--build-dir", default=str(ROOT / "build" / "cuda_qmv"))
     b.add_argument("--jobs", type=int, default=3)
+    b.add_argument("--lean", action="store_true",
+                   help="instantiate only the configurations the dispatch uses (faster build)")
     b.set_defaults(func=cmd_build)
     r = sub.add_parser("run", help="run the harness (needs an sm_90 GPU)")
     r.add_argument("--build-dir", default=str(ROOT / "build" / "cuda_qmv"))

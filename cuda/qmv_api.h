@@ -29,7 +29,11 @@ struct QmvArgs {
   /* qmv_streamed_kernel with R rows and V vectors per warp, D tiles of    \
      prefetch, 4 x G warps per block (patched only; -1 where not            \
      instantiated). */                                                      \
-  int prefix##qmv_streamed(const QmvArgs* a, int R, int V, int G, int D);
+  int prefix##qmv_streamed(const QmvArgs* a, int R, int V, int G, int D);   \
+  /* qmv_streamed_smem_kernel: W warps per block, R rows and V vectors    \
+     per warp, D-stage cp.async ring (patched only; -1 where not           \
+     instantiated, -3 where it does not fit). */                            \
+  int prefix##qmv_streamed_smem(const QmvArgs* a, int W, int R, int V, int D);
 
 QMV_DECLARE(stock_)
 QMV_DECLARE(patched_)

@@ -131,7 +131,7 @@ static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
   return a;
 }
 
-enum Impl { STOCK = 0, PATCHED_QMV = 1, AUTO = 2, EXPLICIT = 3 };
+enum Impl { STOCK = 0, PATCHED_QMV = 1, AUTO = 2, EXPLICIT = 3, SMEM = 4 };
 
 static int launch(Impl impl, const QmvArgs& a, int R = 0, int V = 0,
                   int G = 0, int D = 0) {
@@ -144,6 +144,8 @@ static int launch(Impl impl, const QmvArgs& a, int R = 0, int V = 0,
       return patched_qmv_streamed_auto(&a);
     case EXPLICIT:
       return patched_qmv_streamed(&a, R, V, G, D);
+    case SMEM:  // G is the number of warps per block
+      return patched_qmv_streamed_smem(&a, G, R, V, D);
   }
   return -1;
 }
@@ -158,6 +160,8 @@ static const char* impl_name(Impl i) {
       return "streamed_auto";
     case EXPLICIT:
       return "streamed";
+    case SMEM:
+      return "streamed_smem";
   }
   return "?";
 }
@@ -381,6 +385,14 @@ int main(int argc, char** argv) {
                               {1, 8, 2}, {2, 8, 2}};
         for (auto& c : rvd)
           for (int G : {1, 2}) variants.push_back({EXPLICIT, c[0], c[1], G, c[2]});
+        // (W, R, V, D) instantiated in qmv_entry.cu; W goes in the G field.
+        const int wrvd[][4] = {{4, 1, 1, 8}, {4, 2, 1, 8}, {4, 4, 1, 4},
+                               {4, 2, 2, 4}, {4, 4, 2, 4}, {4, 2, 4, 4},
+                               {4, 4, 4, 4}, {4, 1, 8, 4}, {4, 2, 8, 4},
+                               {8, 1, 1, 8}, {8, 2, 1, 8}, {8, 4, 1, 4},
+                               {8, 2, 2, 4}, {8, 4, 2, 4}, {8, 2, 4, 4},
+                               {8, 4, 4, 4}, {8, 1, 8, 4}, {8, 2, 8, 4}};
+        for (auto& c : wrvd) variants.push_back({SMEM, c[1], c[2], c[0], c[3]});
         int mismatched_launches = 0;
         for (const Variant& v : variants) {
           for (int m = 1; m <= kMaxM; ++m) {
@@ -388,6 +400,7 @@ int main(int argc, char** argv) {
             QmvArgs a = make_args(dtype, bits, x, sets.w[0], sets.s[0],
                                   sets.b[0], out, m, sh.n, sh.k, st);
             int rc = launch(v.impl, a, v.R, v.V, v.G, v.D);
+            if (rc == -3) continue;  // does not fit in shared memory
             if (rc != 0) {
               logf("launch %s R=%d V=%d G=%d D=%d failed rc=%d\n",
                    impl_name(v.impl), v.R, v.V, v.G, v.D, rc);
@@ -448,18 +461,22 @@ int main(int argc, char** argv) {
         double best[kMaxM + 1];
         int bestR[kMaxM + 1], bestV[kMaxM + 1], bestG[kMaxM + 1],
             bestD[kMaxM + 1];
+        Impl bestI[kMaxM + 1];
         const std::vector<int> ms_explicit = {1, 2, 3, 4, 6, 8, 12, 16};
         for (int m : ms_explicit) {
           best[m] = 1e30;
           for (const Variant& v : variants) {
-            if (v.impl != EXPLICIT) continue;
+            if (v.impl != EXPLICIT && v.impl != SMEM) continue;
             if (v.V >= 2 * m) continue;  // mostly idle vectors
-            if ((m + v.V - 1) / v.V < v.G && v.G > 1) continue;  // same as smaller G
-            double us = time_impl(EXPLICIT, dtype, bits, sh, sets, x, out, m,
+            if (v.impl == EXPLICIT && (m + v.V - 1) / v.V < v.G && v.G > 1)
+              continue;  // same as a smaller G
+            double us = time_impl(v.impl, dtype, bits, sh, sets, x, out, m,
                                   st, v.R, v.V, v.G, v.D, reps);
-            record(EXPLICIT, v.R, v.V, v.G, v.D, m, us);
+            if (us < 0) continue;
+            record(v.impl, v.R, v.V, v.G, v.D, m, us);
             if (us > 0 && us < best[m]) {
               best[m] = us;
+              bestI[m] = v.impl;
               bestR[m] = v.R;
               bestV[m] = v.V;
               bestG[m] = v.G;
@@ -474,16 +491,19 @@ int main(int argc, char** argv) {
              "timed again at the end: %.2f us)\n",
              label, dname, bits, stock1, set_bytes / (stock1 * 1e-6) / 1e9,
              stock1_again);
-        logf("   M | stock qmv | streamed(auto) | auto/stockM1 | best explicit (R,V,G,D)\n");
+        logf("   M | stock qmv | streamed(auto) | auto/stockM1 | best explicit\n");
         for (int m = 1; m <= kMaxM; ++m) {
           bool has_best = std::find(ms_explicit.begin(), ms_explicit.end(), m) !=
               ms_explicit.end();
           if (auto_us[m] == 0 && !has_best) continue;
-          char sb[32] = "", bb[64] = "";
+          char sb[32] = "", bb[96] = "";
           if (stock_us[m] > 0) snprintf(sb, sizeof(sb), "%9.2f", stock_us[m]);
           if (has_best)
-            snprintf(bb, sizeof(bb), "%7.2f (%d,%d,%d,%d)", best[m], bestR[m],
-                     bestV[m], bestG[m], bestD[m]);
+            snprintf(bb, sizeof(bb), "%7.2f %s (%d,%d,%d,%d)", best[m],
+                     bestI[m] == SMEM ? "smem W,R,V,D" : "reg R,V,G,D",
+                     bestR[m] == 0 ? 0 : (bestI[m] == SMEM ? bestG[m] : bestR[m]),
+                     bestI[m] == SMEM ? bestR[m] : bestV[m],
+                     bestI[m] == SMEM ? bestV[m] : bestG[m], bestD[m]);
           logf("  %2d | %9s | %14.2f | %12.2f | %s\n", m, sb, auto_us[m],
                auto_us[m] / stock1, bb);
         }

@@ -96,12 +96,18 @@ int launch_streamed(const QmvArgs& a, int G) {
   return int(cudaGetLastError());
 }
 
-// The (R, V, D) instantiations the harness can time.
+// The (R, V, D) instantiations the harness can time (QMV_LEAN: one, for a
+// quick compile check; the dispatch's own ones come through
+// qmv_streamed_auto).
+#ifdef QMV_LEAN
+#define QMV_STREAMED_CONFIGS(X) X(1, 1, 2)
+#else
 #define QMV_STREAMED_CONFIGS(X)                                    \
   X(1, 1, 2) X(1, 1, 4) X(2, 1, 2) X(2, 1, 4) X(4, 1, 2) X(4, 1, 4) \
   X(1, 2, 2) X(2, 2, 2) X(4, 2, 2)                                  \
   X(1, 4, 2) X(2, 4, 2) X(4, 4, 2)                                  \
   X(1, 8, 2) X(2, 8, 2)
+#endif
 
 template <typename T, typename Q>
 int launch_streamed_rvd(const QmvArgs& a, int R, int V, int G, int D) {
@@ -110,6 +116,64 @@ int launch_streamed_rvd(const QmvArgs& a, int R, int V, int G, int D) {
     return launch_streamed<T, Q, r, v, d>(a, G);     \
   }
   QMV_STREAMED_CONFIGS(QMV_CASE)
+#undef QMV_CASE
+  return -1;
+}
+
+template <typename T, typename Q, int W, int R, int V, int D>
+int launch_streamed_smem(const QmvArgs& a) {
+  constexpr int E = cu::QmvStreamedTraits<T, Q>::elems_per_thread;
+  using Layout = cu::QmvStreamedSmem<W, R, V, D, E, 64, T, Q, T>;
+  if (!Layout::supported(a.k, a.scales, a.biases) ||
+      !cu::QmvStreamedTraits<T, Q>::aligned(a.x, a.w, a.k)) {
+    return -2;
+  }
+  size_t smem = Layout::bytes(a.k);
+  if (smem > 227 * 1024) {
+    return -3;
+  }
+  auto* kernel = &cu::qmv_streamed_smem_kernel<W, R, V, D, E, 64, true, T, Q, T>;
+  cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  int m = a.m, l = a.l;
+  if (a.broadcast_w) {
+    m *= l;
+    l = 1;
+  }
+  dim3 grid((a.n + W * R - 1) / (W * R), (m + V - 1) / V, l);
+  dim3 block(WARP_SIZE, W);
+  kernel<<<grid, block, smem, a.stream>>>(
+      static_cast<const T*>(a.x),
+      static_cast<const Q*>(a.w),
+      static_cast<const T*>(a.scales),
+      static_cast<const T*>(a.biases),
+      nullptr,
+      static_cast<T*>(a.out),
+      m,
+      a.n,
+      a.k,
+      a.broadcast_w);
+  return int(cudaGetLastError());
+}
+
+// The (W, R, V, D) instantiations of the shared-memory variant.
+#ifdef QMV_LEAN
+#define QMV_SMEM_CONFIGS(X) X(4, 2, 1, 8)
+#else
+#define QMV_SMEM_CONFIGS(X)                                               \
+  X(4, 1, 1, 8) X(4, 2, 1, 8) X(4, 4, 1, 4) X(4, 2, 2, 4) X(4, 4, 2, 4)     \
+  X(4, 2, 4, 4) X(4, 4, 4, 4) X(4, 1, 8, 4) X(4, 2, 8, 4)                   \
+  X(8, 1, 1, 8) X(8, 2, 1, 8) X(8, 4, 1, 4) X(8, 2, 2, 4) X(8, 4, 2, 4)     \
+  X(8, 2, 4, 4) X(8, 4, 4, 4) X(8, 1, 8, 4) X(8, 2, 8, 4)
+#endif
+
+template <typename T, typename Q>
+int launch_streamed_smem_wrvd(const QmvArgs& a, int W, int R, int V, int D) {
+#define QMV_CASE(w, r, v, d)                                  \
+  if (W == w && R == r && V == v && D == d) {                 \
+    return launch_streamed_smem<T, Q, w, r, v, d>(a);         \
+  }
+  QMV_SMEM_CONFIGS(QMV_CASE)
 #undef QMV_CASE
   return -1;
 }
@@ -144,8 +208,17 @@ int ENTRY(qmv_streamed)(const QmvArgs* a, int R, int V, int G, int D) {
   });
 }
 
+int ENTRY(qmv_streamed_smem)(const QmvArgs* a, int W, int R, int V, int D) {
+  return dispatch_types(*a, [&]<typename T, typename Q>() {
+    return launch_streamed_smem_wrvd<T, Q>(*a, W, R, V, D);
+  });
+}
+
 #else
 
+int ENTRY(qmv_streamed_smem)(const QmvArgs*, int, int, int, int) {
+  return -1;
+}
 int ENTRY(qmv_streamed_auto)(const QmvArgs*) {
   return -1;
 }
