@@ -6,6 +6,9 @@
 //   -DQMV_KERNELS='"<extracted>.cuh"' [-DQMV_HAVE_STREAMED] -c qmv_entry.cu
 #include QMV_KERNELS
 #include "qmv_api.h"
+#ifdef QMV_HAVE_STREAMED
+#include "qmv_smem_experiment.cuh"
+#endif
 
 #define QMV_CAT2(a, b) a##b
 #define QMV_CAT(a, b) QMV_CAT2(a, b)
