@@ -33,7 +33,10 @@ struct QmvArgs {
   /* qmv_streamed_smem_kernel: W warps per block, R rows and V vectors    \
      per warp, D-stage cp.async ring (patched only; -1 where not           \
      instantiated, -3 where it does not fit). */                            \
-  int prefix##qmv_streamed_smem(const QmvArgs* a, int W, int R, int V, int D);
+  int prefix##qmv_streamed_smem(const QmvArgs* a, int W, int R, int V, int D); \
+  /* qmv_streamed_pk_kernel (experiment: packed fma.rn scale/bias step),   \
+     4 warps per block (patched only; -1 where not instantiated). */        \
+  int prefix##qmv_streamed_pk(const QmvArgs* a, int R, int V, int D);
 
 QMV_DECLARE(stock_)
 QMV_DECLARE(patched_)

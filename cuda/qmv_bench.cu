@@ -131,7 +131,7 @@ static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
   return a;
 }
 
-enum Impl { STOCK = 0, PATCHED_QMV = 1, AUTO = 2, EXPLICIT = 3, SMEM = 4 };
+enum Impl { STOCK = 0, PATCHED_QMV = 1, AUTO = 2, EXPLICIT = 3, SMEM = 4, PACKED = 5 };
 
 static int launch(Impl impl, const QmvArgs& a, int R = 0, int V = 0,
                   int G = 0, int D = 0) {
@@ -146,6 +146,8 @@ static int launch(Impl impl, const QmvArgs& a, int R = 0, int V = 0,
       return patched_qmv_streamed(&a, R, V, G, D);
     case SMEM:  // G is the number of warps per block
       return patched_qmv_streamed_smem(&a, G, R, V, D);
+    case PACKED:
+      return patched_qmv_streamed_pk(&a, R, V, D);
   }
   return -1;
 }
@@ -162,6 +164,8 @@ static const char* impl_name(Impl i) {
       return "streamed";
     case SMEM:
       return "streamed_smem";
+    case PACKED:
+      return "streamed_packed";
   }
   return "?";
 }
@@ -393,6 +397,8 @@ int main(int argc, char** argv) {
                                {8, 2, 2, 4}, {8, 4, 2, 4}, {8, 2, 4, 4},
                                {8, 4, 4, 4}, {8, 1, 8, 4}, {8, 2, 8, 4}};
         for (auto& c : wrvd) variants.push_back({SMEM, c[1], c[2], c[0], c[3]});
+        const int pk[][3] = {{1, 1, 2}, {2, 1, 2}, {1, 2, 2}, {4, 4, 2}, {2, 8, 2}};
+        for (auto& c : pk) variants.push_back({PACKED, c[0], c[1], 1, c[2]});
         int mismatched_launches = 0;
         for (const Variant& v : variants) {
           for (int m = 1; m <= kMaxM; ++m) {
@@ -466,7 +472,7 @@ int main(int argc, char** argv) {
         for (int m : ms_explicit) {
           best[m] = 1e30;
           for (const Variant& v : variants) {
-            if (v.impl != EXPLICIT && v.impl != SMEM) continue;
+            if (v.impl != EXPLICIT && v.impl != SMEM && v.impl != PACKED) continue;
             if (v.V >= 2 * m) continue;  // mostly idle vectors
             if (v.impl == EXPLICIT && (m + v.V - 1) / v.V < v.G && v.G > 1)
               continue;  // same as a smaller G
@@ -500,7 +506,9 @@ int main(int argc, char** argv) {
           if (stock_us[m] > 0) snprintf(sb, sizeof(sb), "%9.2f", stock_us[m]);
           if (has_best)
             snprintf(bb, sizeof(bb), "%7.2f %s (%d,%d,%d,%d)", best[m],
-                     bestI[m] == SMEM ? "smem W,R,V,D" : "reg R,V,G,D",
+                     bestI[m] == SMEM ? "smem W,R,V,D"
+                                      : bestI[m] == PACKED ? "packed R,V,G,D"
+                                                           : "reg R,V,G,D",
                      bestR[m] == 0 ? 0 : (bestI[m] == SMEM ? bestG[m] : bestR[m]),
                      bestI[m] == SMEM ? bestR[m] : bestV[m],
                      bestI[m] == SMEM ? bestV[m] : bestG[m], bestD[m]);

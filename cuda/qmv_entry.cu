@@ -7,6 +7,7 @@
 #include QMV_KERNELS
 #include "qmv_api.h"
 #ifdef QMV_HAVE_STREAMED
+#include "qmv_packed_experiment.cuh"
 #include "qmv_smem_experiment.cuh"
 #endif
 
@@ -181,6 +182,54 @@ int launch_streamed_smem_wrvd(const QmvArgs& a, int W, int R, int V, int D) {
   return -1;
 }
 
+template <typename T, typename Q, int R, int V, int D>
+int launch_streamed_pk(const QmvArgs& a) {
+  constexpr int E = cu::QmvStreamedTraits<T, Q>::elems_per_thread;
+  constexpr int W = 4;
+  if (a.k % (WARP_SIZE * E) != 0 ||
+      !cu::QmvStreamedTraits<T, Q>::aligned(a.x, a.w, a.k)) {
+    return -2;
+  }
+  int m = a.m, l = a.l;
+  if (a.broadcast_w) {
+    m *= l;
+    l = 1;
+  }
+  dim3 grid((a.n + W * R - 1) / (W * R), (m + V - 1) / V, l);
+  dim3 block(WARP_SIZE, W);
+  cu::qmv_streamed_pk_kernel<W, R, V, D, E, 64, true, false, T, Q, T>
+      <<<grid, block, 0, a.stream>>>(
+          static_cast<const T*>(a.x),
+          static_cast<const Q*>(a.w),
+          static_cast<const T*>(a.scales),
+          static_cast<const T*>(a.biases),
+          nullptr,
+          static_cast<T*>(a.out),
+          m,
+          a.n,
+          a.k,
+          a.broadcast_w);
+  return int(cudaGetLastError());
+}
+
+#ifdef QMV_LEAN
+#define QMV_PK_CONFIGS(X) X(2, 1, 2)
+#else
+#define QMV_PK_CONFIGS(X) \
+  X(1, 1, 2) X(2, 1, 2) X(1, 2, 2) X(4, 4, 2) X(2, 8, 2)
+#endif
+
+template <typename T, typename Q>
+int launch_streamed_pk_rvd(const QmvArgs& a, int R, int V, int D) {
+#define QMV_CASE(r, v, d)                        \
+  if (R == r && V == v && D == d) {              \
+    return launch_streamed_pk<T, Q, r, v, d>(a); \
+  }
+  QMV_PK_CONFIGS(QMV_CASE)
+#undef QMV_CASE
+  return -1;
+}
+
 } // namespace
 
 int ENTRY(qmv_streamed_auto)(const QmvArgs* a) {
@@ -217,8 +266,17 @@ int ENTRY(qmv_streamed_smem)(const QmvArgs* a, int W, int R, int V, int D) {
   });
 }
 
+int ENTRY(qmv_streamed_pk)(const QmvArgs* a, int R, int V, int D) {
+  return dispatch_types(*a, [&]<typename T, typename Q>() {
+    return launch_streamed_pk_rvd<T, Q>(*a, R, V, D);
+  });
+}
+
 #else
 
+int ENTRY(qmv_streamed_pk)(const QmvArgs*, int, int, int) {
+  return -1;
+}
 int ENTRY(qmv_streamed_smem)(const QmvArgs*, int, int, int, int) {
   return -1;
 }
