@@ -28,7 +28,8 @@ def main(argv: list[str]) -> int:
 
     def best(shape, dt, bits, m):
         c = [(float(r["us"]), r) for r in rows if r["shape"] == shape and r["dtype"] == dt
-             and r["bits"] == bits and r["impl"] in ("streamed", "streamed_smem")
+             and r["bits"] == bits
+             and r["impl"] in ("streamed", "streamed_smem", "streamed_packed")
              and int(r["M"]) == m]
         return min(c, key=lambda x: x[0]) if c else None
 
@@ -45,17 +46,15 @@ def main(argv: list[str]) -> int:
                 for m in (1, 2, 4, 8, 16):
                     a = t(shape, dt, bits, "streamed_auto", m)
                     cells.append(f"{a:.1f} ({s1 / a:.2f}x)" if m == 1 else f"{a:.1f}")
-                w8 = wheel.get((shape, dt, bits, 8))
-                w16 = wheel.get((shape, dt, bits, 16))
+                w = [wheel.get((shape, dt, bits, m)) for m in (8, 16)]
+                wcells = [f"{float(r['us']):.1f}" if r else "" for r in w]
                 print(f"| {shape} | {dt} | {bits} | {s1:.1f} | " + " | ".join(cells)
                       + f" | {t(shape, dt, bits, 'stock_qmv', 4):.1f}"
-                      + f" | {t(shape, dt, bits, 'stock_qmv', 16):.1f}"
-                      + f" | {float(w8['us']):.1f}" if w8 else "")
-                if w16:
-                    print(f" | {float(w16['us']):.1f} |", end="")
-                print()
-    print("\nBest explicit configuration per M (us; reg = register kernel R rows x V "
-          "vectors per warp, smem = shared-memory experiment W warps):\n")
+                      + f" | {t(shape, dt, bits, 'stock_qmv', 16):.1f} | "
+                      + " | ".join(wcells) + " |")
+    print("\nBest explicit configuration per M (us; reg = the patch's kernel with R rows x "
+          "V vectors per warp, packed = packed-fma dequant experiment, smem = "
+          "shared-memory experiment with W warps per block):\n")
     print("| K x N | dtype | bits | M=1 | M=4 | M=8 | M=16 |")
     print("|---|---|---|---|---|---|---|")
     for shape in SHAPES:
@@ -70,6 +69,8 @@ def main(argv: list[str]) -> int:
                     us, r = b
                     if r["impl"] == "streamed":
                         cells.append(f"{us:.1f} reg R{r['R']}V{r['V']}")
+                    elif r["impl"] == "streamed_packed":
+                        cells.append(f"{us:.1f} packed R{r['R']}V{r['V']}")
                     else:
                         cells.append(f"{us:.1f} smem W{r['G']}R{r['R']}V{r['V']}")
                 print(f"| {shape} | {dt} | {bits} | " + " | ".join(cells) + " |")

@@ -112,10 +112,12 @@ __device__ __forceinline__ void qmv_streamed_pk_impl(
   using Accum = cuda::std::conditional_t<(bits >= 8), float, T>;
   Accum sums[R][V][elems_per_thread] = {};
 
-  using XTile = RegTile<elems_per_thread * sizeof(T)>;
-  using WTile = RegTile<elems_per_thread * bits / 8>;
   using XVec = cutlass::Array<T, elems_per_thread>;
   using WVec = cutlass::Array<Q, elems_per_thread>;
+  using XTile = RegTile<sizeof(XVec)>;
+  // sizeof(WVec) can exceed the tile's packed bytes (3, 5 and 6 bits); like
+  // dequant_fma, read the whole array.
+  using WTile = RegTile<sizeof(WVec), elems_per_thread * bits / 8>;
 
   // Register ring of the next prefetch_tiles tiles of w/scales/biases.
   WTile w_buf[prefetch_tiles][R];
