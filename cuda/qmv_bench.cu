@@ -213,15 +213,86 @@ static double time_impl(Impl impl, int dtype, int bits, const Shape& sh,
   return t[t.size() / 2];
 }
 
+// Batched products (B > 1), weights per batch or broadcast: every row of the
+// streamed dispatch against the stock kernel at M = 1, B = 1 on that row.
+static bool batch_parity(cudaStream_t st, long long& rows_checked) {
+  const int N = 2048, K = 4096, L = 3;
+  bool ok = true;
+  for (int dtype = 0; dtype < 2; ++dtype) {
+    for (int bits : {4, 8}) {
+      size_t w_bytes = size_t(N) * K * bits / 8, sb = size_t(N) * K / kGroup;
+      size_t max_vecs = size_t(L) * 16;
+      void *w, *sc, *bi, *x, *ref, *out;
+      CK(cudaMalloc(&w, L * w_bytes));
+      CK(cudaMalloc(&sc, L * sb * 2));
+      CK(cudaMalloc(&bi, L * sb * 2));
+      CK(cudaMalloc(&x, max_vecs * K * 2));
+      CK(cudaMalloc(&ref, max_vecs * N * 2));
+      CK(cudaMalloc(&out, max_vecs * N * 2));
+      uint32_t seed = 77 + dtype * 3 + bits;
+      fill_u32<<<1024, 256, 0, st>>>((uint32_t*)w, L * w_bytes / 4, seed);
+      float s0 = bits == 4 ? 0.004f : 0.00025f, hr = bits == 4 ? 7.5f : 127.5f;
+      if (dtype == 0) {
+        fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)sc, L * sb, seed + 1, 1, s0, hr);
+        fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)bi, L * sb, seed + 1, 2, s0, hr);
+        fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)x, max_vecs * K, seed + 2, 0, 0, 0);
+      } else {
+        fill_vals<<<256, 256, 0, st>>>((__half*)sc, L * sb, seed + 1, 1, s0, hr);
+        fill_vals<<<256, 256, 0, st>>>((__half*)bi, L * sb, seed + 1, 2, s0, hr);
+        fill_vals<<<256, 256, 0, st>>>((__half*)x, max_vecs * K, seed + 2, 0, 0, 0);
+      }
+      CK(cudaGetLastError());
+      std::vector<uint16_t> h_ref(max_vecs * N), h_out(max_vecs * N);
+      for (bool bcast : {false, true}) {
+        for (int m : {1, 2, 3, 4, 5, 7, 16}) {
+          for (int l = 0; l < L; ++l) {
+            int wl = bcast ? 0 : l;
+            for (int i = 0; i < m; ++i) {
+              size_t v = size_t(l) * m + i;
+              QmvArgs a = make_args(dtype, bits, (const char*)x + v * K * 2,
+                                    (const char*)w + wl * w_bytes,
+                                    (const char*)sc + wl * sb * 2,
+                                    (const char*)bi + wl * sb * 2,
+                                    (char*)ref + v * N * 2, 1, N, K, st);
+              if (stock_qmv(&a) != 0) return false;
+            }
+          }
+          CK(cudaMemsetAsync(out, 0xFF, max_vecs * N * 2, st));
+          QmvArgs a = make_args(dtype, bits, x, w, sc, bi, out, m, N, K, st);
+          a.l = L;
+          a.broadcast_w = bcast;
+          if (patched_qmv_streamed_auto(&a) != 0) return false;
+          CK(cudaStreamSynchronize(st));
+          CK(cudaGetLastError());
+          size_t cnt = size_t(L) * m * N;
+          CK(cudaMemcpy(h_ref.data(), ref, cnt * 2, cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(h_out.data(), out, cnt * 2, cudaMemcpyDeviceToHost));
+          size_t bad = 0;
+          for (size_t i = 0; i < cnt; ++i) bad += h_ref[i] != h_out[i];
+          rows_checked += L * m;
+          if (bad) {
+            ok = false;
+            logf("BATCH MISMATCH %s %d-bit B=%d M=%d broadcast=%d: %zu of %zu\n",
+                 dtype == 0 ? "bf16" : "fp16", bits, L, m, int(bcast), bad, cnt);
+          }
+        }
+      }
+      cudaFree(w); cudaFree(sc); cudaFree(bi); cudaFree(x); cudaFree(ref); cudaFree(out);
+    }
+  }
+  return ok;
+}
+
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, batch_only = false;
   std::string outdir = ".";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--help")) {
-      printf("usage: qmv_bench [--quick] [--out DIR]\n");
+      printf("usage: qmv_bench [--quick] [--batch-only] [--out DIR]\n");
       return 0;
     }
     if (!strcmp(argv[i], "--quick")) quick = true;
+    if (!strcmp(argv[i], "--batch-only")) batch_only = true;
     if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
   }
   g_csv = fopen((outdir + "/cuda_qmv_timing.csv").c_str(), "w");
@@ -266,6 +337,15 @@ int main(int argc, char** argv) {
     cudaFree(b);
   }
 
+  {
+    long long batch_rows = 0;
+    bool bok = batch_parity(st, batch_rows);
+    logf("BATCH PARITY %s: B = 3, weights per batch and broadcast, M in "
+         "{1,2,3,4,5,7,16}, %lld rows bitwise against stock M=1 B=1\n",
+         bok ? "OK" : "FAILED", batch_rows);
+    if (batch_only) return bok ? 0 : 1;
+    if (!bok) return 1;
+  }
   std::vector<Shape> shapes = {{14336, 4096}, {4096, 14336}, {4096, 4096}};
   const int reps = quick ? 10 : 30;
   const int kMaxM = 16;
