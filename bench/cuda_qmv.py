@@ -17,7 +17,7 @@ Typical use:
   python3 bench/cuda_qmv.py run --build-dir build/cuda_qmv --out results/
 
 `--mlx` is a checkout of upstream mlx at the pin (unpatched); the patched
-qmv.cu is made from it with `patch` and patches/0010-*.patch, unless
+qmv.cu is made from it with `patch` and patches/*-Stream-several-vectors-per-warp-in-CUDA-qmv.patch, unless
 `--patched` names a checkout that already has the queue applied.
 `--headers` is the `mlx/include` folder of an unpacked mlx-cuda-13 wheel
 (`pip download mlx-cuda-13==0.32.1 --no-deps`, then unzip), or pass
@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CUDA_DIR = ROOT / "cuda"
 QMV_REL = "mlx/backend/cuda/quantized/qmm/qmv.cu"
-PATCH_GLOB = "0010-*.patch"
+PATCH_GLOB = "*-Stream-several-vectors-per-warp-in-CUDA-qmv.patch"
 
 # The flags MLX's CMake uses for its CUDA sources (mlx/backend/cuda/CMakeLists.txt).
 SUPPRESS = "186,2908,2361,27,997,1394,20011,20208,177,550".split(",")
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="compile the stock and patched TUs and the harness")
     b.add_argument("--mlx", required=True, help="checkout of upstream mlx at the pin")
-    b.add_argument("--patched", help="checkout with the queue applied (default: apply patches/0010)")
+    b.add_argument("--patched", help="checkout with the queue applied (default: apply the CUDA patch)")
     b.add_argument("--headers", help="mlx/include of an unpacked mlx-cuda-13 wheel")
     b.add_argument("--wheel", help="mlx-cuda-13 wheel to take the headers from")
     b.add_argument("--fmt", help="fmt >= 11 include folder")

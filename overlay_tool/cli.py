@@ -13,10 +13,19 @@ import importlib
 import sys
 from pathlib import Path
 
-from overlay_tool import __version__
+from overlay_tool import __version__, git
 from overlay_tool.errors import OverlayError
 
-COMMANDS: list[str] = []
+COMMANDS: list[str] = [
+    "apply",
+    "export",
+    "check",
+    "status",
+    "rebase",
+    "drift",
+    "upstream-pr",
+    "emulate",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="project root (default: the nearest folder above the current one holding pin.toml)",
     )
+    parser.add_argument("-v", "--verbose", action="store_true", help="echo each git command before running it")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"overlay_tool.commands.{name.replace('-', '_')}")
@@ -45,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    git.set_verbose(args.verbose)
     try:
         return int(args.func(args) or 0)
     except OverlayError as err:

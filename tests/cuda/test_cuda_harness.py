@@ -1,4 +1,4 @@
-"""The CUDA streamed-qmv harness (cuda/, bench/cuda_qmv.py) and patch 0010.
+"""The CUDA streamed-qmv harness (cuda/, bench/cuda_qmv.py) and its patches.
 
 CI has no GPU: the GPU figures come from recorded runs (docs/benchmarks.md).
 Here, everywhere: the harness helpers, the series fragment, and the patch
@@ -25,27 +25,28 @@ QUANTIZED = "mlx/backend/cuda/quantized/quantized.cpp"
 
 
 def cuda_patch() -> Path:
-    found = sorted(PATCHES.glob("0010-*.patch"))
-    assert found, "patches/0010-*.patch is missing"
+    found = sorted(PATCHES.glob(cuda_qmv.PATCH_GLOB))
+    assert len(found) == 1, f"patches/{cuda_qmv.PATCH_GLOB}: {len(found)} found"
     return found[0]
 
 
-def test_series_fragment_names_existing_upstream_patches() -> None:
-    lines = [
-        ln.split("#")[0].strip()
-        for ln in (PATCHES / "series.cuda").read_text().splitlines()
-    ]
-    entries = [ln.split() for ln in lines if ln]
-    assert entries, "patches/series.cuda is empty"
-    for name, *flags in entries:
-        assert (PATCHES / name).is_file(), name
-        assert flags == ["upstream"], f"{name}: expected 'NAME upstream'"
+def test_kernel_patch_is_for_upstream_and_the_routing_overlay_only() -> None:
+    kinds = dict(
+        ln.split()[:2]
+        for ln in (PATCHES / "series").read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    )
+    assert kinds[cuda_patch().name] == "upstream"
+    routing = [n for n in kinds if "keep-CUDA-products-up-to-16" in n]
+    assert len(routing) == 1 and kinds[routing[0]] == "overlay"
+    text = (PATCHES / routing[0]).read_text()
+    assert re.findall(r"(?m)^diff --git a/(\S+) b/", text) == [QUANTIZED]
 
 
-def test_patch_touches_kernel_and_dispatch_only() -> None:
+def test_patch_touches_the_kernel_only() -> None:
     text = cuda_patch().read_text()
     files = re.findall(r"(?m)^diff --git a/(\S+) b/", text)
-    assert files == [QMV, QUANTIZED]
+    assert files == [QMV]
     qmv = cuda_qmv.file_section(text, QMV)
     assert qmv is not None and "qmv_streamed_kernel" in qmv
     assert cuda_qmv.file_section(text, "no/such/file") is None
@@ -80,14 +81,10 @@ def test_parse_ptxas_registers_and_spills() -> None:
 
 
 @pytest.mark.integration
-def test_patch_applies_to_pin_and_keeps_stock_kernel(
-    pinned_checkout: Path, tmp_path: Path
+def test_queue_keeps_stock_kernel_and_adds_the_streamed_one(
+    pinned_checkout: Path, patched_checkout: Path
 ) -> None:
-    if not shutil.which("patch"):
-        pytest.skip("the 'patch' program is not installed")
-    out = tmp_path / "qmv.cu"
-    cuda_qmv.make_patched_qmv(pinned_checkout / QMV, cuda_patch(), out)
-    patched = out.read_text()
+    patched = (patched_checkout / QMV).read_text()
     kernels = cuda_qmv.extract_kernels(patched)
     for name in ("qmv_kernel(", "qmv_streamed_kernel(", "dequant_fma(", "fma_accumulate("):
         assert name in kernels, name
