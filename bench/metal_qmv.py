@@ -11,7 +11,10 @@ fp16, M = 1 .. (the mat-vec batch limit - 1), it times in one process:
 
 and prints the recovered fraction (t_qmv - t_streamed) / (t_qmv - t_wide),
 effective GB/s against the chip's memory bandwidth, and whether each route's
-output is bitwise equal to qmv's. Writes everything as JSON (docs/bench.md).
+rows are bitwise equal to the same rows computed alone (M = 1). Writes
+everything as JSON (docs/bench.md). ``--default-route`` times only the wheel's
+own dispatch (stock or upstream-PR wheels, no switch needed) and ``--compare``
+prints main-vs-PR tables from two such runs.
 
 The route is forced with the patched wheel's MLX_QMV_ROUTE switch, which
 dispatch_qmv reads with getenv on every call (env::get_var), so one process
@@ -244,9 +247,11 @@ class MlxTimer:
                 for i in range(count)]
 
     def time(self, route: str, M: int) -> float:
-        """Seconds per product (median of the repeats)."""
+        """Seconds per product (median of the repeats); route "default" leaves
+        the dispatch alone."""
         mx = self.mx
-        os.environ["MLX_QMV_ROUTE"] = route
+        if route != "default":
+            os.environ["MLX_QMV_ROUTE"] = route
         try:
             for _ in range(self.warmup):
                 mx.eval(self._products(M, self.iters))
@@ -261,20 +266,27 @@ class MlxTimer:
         finally:
             os.environ.pop("MLX_QMV_ROUTE", None)
 
-    def output_bits(self, route: str, M: int):
+    def _bits(self, y):
         mx = self.mx
-        os.environ["MLX_QMV_ROUTE"] = route
+        return mx.view(y, mx.uint16) if hasattr(mx, "view") else y
+
+    def rows_equal_m1(self, route: str, M: int) -> bool:
+        """Are the M rows of the product under ``route`` bitwise equal to the
+        same rows computed alone (M = 1, the default dispatch)?"""
+        mx = self.mx
+        wq, s, b = self.copies[0]
+        kw = dict(transpose=True, group_size=self.group_size, bits=self.bits)
+        os.environ.pop("MLX_QMV_ROUTE", None)
+        ref = [mx.quantized_matmul(self.x[i:i + 1], wq, s, b, **kw) for i in range(M)]
+        mx.eval(ref)
+        if route != "default":
+            os.environ["MLX_QMV_ROUTE"] = route
         try:
-            y = self._products(M, 1)[0]
-            y = mx.view(y, mx.uint16) if hasattr(mx, "view") else y
+            y = mx.quantized_matmul(self.x[:M], wq, s, b, **kw)
             mx.eval(y)
-            return y
         finally:
             os.environ.pop("MLX_QMV_ROUTE", None)
-
-    def bitwise_equal(self, route: str, reference: str, M: int) -> bool:
-        mx = self.mx
-        return bool(mx.array_equal(self.output_bits(route, M), self.output_bits(reference, M)).item())
+        return bool(mx.array_equal(self._bits(y), self._bits(mx.concatenate(ref, axis=0))).item())
 
 
 # ---- the run -----------------------------------------------------------------------
@@ -302,30 +314,42 @@ def run_bench(opts, timer, machine: dict, log=print) -> dict:
             timer.prepare(K, N, dtype, max_m)
             log(f"\n{model} {proj}: K={K} N={N} {dtype}, {opts.bits}-bit group {opts.group_size}, "
                 f"M = 1..{max_m} (mat-vec limit {limit})")
-            log(f"{'M':>3} {'qmv us':>8} {'wide us':>8} {'strm us':>8} {'best V':>6} {'best us':>8} "
-                f"{'recov':>6} {'recovB':>6} {'GB/s q/w/s':>16} {'%bw s':>6} {'bits s=q':>8} {'w=q':>4}")
+            if opts.default_route:
+                log(f"{'M':>3} {'us':>8} {'GB/s':>6} {'%bw':>5} {'rows=M1':>7}")
+            else:
+                log(f"{'M':>3} {'qmv us':>8} {'wide us':>8} {'strm us':>8} {'best V':>6} {'best us':>8} "
+                    f"{'recov':>6} {'recovB':>6} {'GB/s q/w/s':>16} {'%bw s':>6} {'s=M1':>5} {'w=M1':>5}")
             for M in range(1, max_m + 1):
-                times = {r: timer.time(r, M) for r in routes_for(M)}
+                routes = ["default"] if opts.default_route else routes_for(M)
+                times = {r: timer.time(r, M) for r in routes}
                 gbytes = product_bytes(K, N, M, opts.bits, opts.group_size, dtype) / 1e9
                 gbs = {r: gbytes / t for r, t in times.items()}
-                rec = {r: recovered(times["qmv"], times.get("wide"), t, opts.min_gap)
-                       for r, t in times.items() if r.startswith("streamed")}
                 eq = {}
-                if opts.check_bits:
-                    eq = {r: timer.bitwise_equal(r, "qmv", M) for r in times if r != "qmv"}
-                vs = {r: t for r, t in times.items() if r.startswith("streamed:")}
-                best = min(vs, key=vs.get)
+                if opts.check_bits and M >= 2:
+                    eq = {r: timer.rows_equal_m1(r, M) for r in times}
                 row = {
                     "model": model, "projection": proj, "K": K, "N": N, "dtype": dtype, "M": M,
                     "limit": limit, "bytes": int(gbytes * 1e9),
                     "times_us": {r: round(t * 1e6, 3) for r, t in times.items()},
                     "gbs": {r: round(g, 1) for r, g in gbs.items()},
                     "fraction_of_bandwidth": ({r: round(g / bw, 4) for r, g in gbs.items()} if bw else None),
-                    "recovered": {r: (None if v is None else round(v, 4)) for r, v in rec.items()},
-                    "best_streamed": best,
-                    "bitwise_equal_to_qmv": eq or None,
+                    "rows_equal_m1": eq or None,
                 }
                 results.append(row)
+
+                def yn(r):
+                    return "-" if r not in eq else ("yes" if eq[r] else "NO")
+
+                if opts.default_route:
+                    pct = f"{100 * gbs['default'] / bw:4.0f}%" if bw else f"{'-':>5}"
+                    log(f"{M:>3} {times['default'] * 1e6:8.1f} {gbs['default']:6.0f} {pct} {yn('default'):>7}")
+                    continue
+                rec = {r: recovered(times["qmv"], times.get("wide"), t, opts.min_gap)
+                       for r, t in times.items() if r.startswith("streamed")}
+                vs = {r: t for r, t in times.items() if r.startswith("streamed:")}
+                best = min(vs, key=vs.get)
+                row["recovered"] = {r: (None if v is None else round(v, 4)) for r, v in rec.items()}
+                row["best_streamed"] = best
 
                 def us(r):
                     return f"{times[r] * 1e6:8.1f}" if r in times else f"{'-':>8}"
@@ -335,31 +359,60 @@ def run_bench(opts, timer, machine: dict, log=print) -> dict:
 
                 g = "/".join(f"{gbs[r]:.0f}" if r in gbs else "-" for r in ("qmv", "wide", "streamed"))
                 pct = f"{100 * gbs['streamed'] / bw:5.0f}%" if bw else f"{'-':>6}"
-                eqs = "yes" if eq.get("streamed") else ("NO" if eq else "-")
-                eqw = ("yes" if eq.get("wide") else "no") if "wide" in eq else "-"
                 log(f"{M:>3} {us('qmv')} {us('wide')} {us('streamed')} {best.split(':')[1]:>6} {us(best)} "
-                    f"{frac(rec.get('streamed'))} {frac(rec.get(best))} {g:>16} {pct:>6} {eqs:>8} {eqw:>4}")
+                    f"{frac(rec.get('streamed'))} {frac(rec.get(best))} {g:>16} {pct:>6} "
+                    f"{yn('streamed'):>5} {yn('wide'):>5}")
     return {"results": results}
 
 
 def summarize(results: list) -> dict:
-    """Median recovered fraction of the default streamed route and of the best V,
-    over every (shape, dtype) at M >= 2 where the fraction is defined."""
+    """Median recovered fractions over every (shape, dtype) at M >= 2 where
+    the fraction is defined, and whether the rows matched M = 1 per route."""
     def med(vals):
         vals = [v for v in vals if v is not None]
         return round(statistics.median(vals), 4) if vals else None
 
-    rows = [r for r in results if r["M"] >= 2]
-    per_v = {f"streamed:{v}": med(r["recovered"].get(f"streamed:{v}") for r in rows) for v in range(1, 6)}
-    bits_ok = [r["bitwise_equal_to_qmv"] for r in results if r["bitwise_equal_to_qmv"]]
-    return {
-        "median_recovered_streamed": med(r["recovered"].get("streamed") for r in rows),
-        "median_recovered_best_v": med(r["recovered"].get(r["best_streamed"]) for r in rows),
-        "median_recovered_by_v": per_v,
-        "streamed_rows_bitwise_equal_to_qmv": (all(all(v for k, v in b.items() if k.startswith("streamed"))
-                                                   for b in bits_ok) if bits_ok else None),
-        "wide_rows_bitwise_equal_to_qmv": (all(b.get("wide", True) for b in bits_ok) if bits_ok else None),
-    }
+    def all_equal(prefix):
+        seen = [v for r in results for k, v in (r["rows_equal_m1"] or {}).items() if k.startswith(prefix)]
+        return all(seen) if seen else None
+
+    out = {f"rows_equal_m1[{p}]": all_equal(p) for p in ("default", "qmv", "wide", "streamed")
+           if any(k.startswith(p) for r in results for k in r["times_us"])}
+    rows = [r for r in results if r["M"] >= 2 and "recovered" in r]
+    if rows:
+        out["median_recovered_streamed"] = med(r["recovered"].get("streamed") for r in rows)
+        out["median_recovered_best_v"] = med(r["recovered"].get(r["best_streamed"]) for r in rows)
+        out["median_recovered_by_v"] = {f"streamed:{v}": med(r["recovered"].get(f"streamed:{v}") for r in rows)
+                                        for v in range(1, 6)}
+    return out
+
+
+def compare(path_a: str, path_b: str, log=print) -> int:
+    """Print B's time over A's per (shape, dtype, M) for two --default-route runs
+    (e.g. main's wheel vs the PR's): the main-vs-PR table upstream asks for."""
+    runs = []
+    for path in (path_a, path_b):
+        with open(path) as f:
+            runs.append(json.load(f))
+    key = lambda r: (r["model"], r["projection"], r["K"], r["N"], r["dtype"], r["M"])  # noqa: E731
+    a = {key(r): r for r in runs[0]["results"]}
+    log(f"A = {path_a} (mlx {runs[0]['machine'].get('mlx_version')}), "
+        f"B = {path_b} (mlx {runs[1]['machine'].get('mlx_version')})")
+    log(f"{'shape':<34} {'dtype':<8} {'M':>3} {'A us':>8} {'B us':>8} {'B/A':>6} {'rows=M1 A/B':>11}")
+    for r in runs[1]["results"]:
+        ra = a.get(key(r))
+        if ra is None:
+            continue
+        ta = ra["times_us"].get("default")
+        tb = r["times_us"].get("default")
+        if ta is None or tb is None:
+            continue
+        ea = (ra.get("rows_equal_m1") or {}).get("default")
+        eb = (r.get("rows_equal_m1") or {}).get("default")
+        shape = f"{r['model']} {r['projection']} {r['K']}x{r['N']}"
+        log(f"{shape:<34} {r['dtype']:<8} {r['M']:>3} {ta:8.1f} {tb:8.1f} {tb / ta:6.2f} "
+            f"{str(ea)[0] if ea is not None else '-':>5}/{str(eb)[0] if eb is not None else '-'}")
+    return 0
 
 
 def parse_args(argv):
@@ -381,7 +434,12 @@ def parse_args(argv):
                    help="recovered fraction reported only where qmv_wide saves at least this "
                         "fraction of qmv's time (default 0.05)")
     p.add_argument("--no-check-bits", dest="check_bits", action="store_false",
-                   help="skip the bitwise comparison of each route's output with qmv's")
+                   help="skip comparing each route's rows, bit for bit, with the rows computed alone")
+    p.add_argument("--default-route", action="store_true",
+                   help="time only the wheel's own dispatch (no MLX_QMV_ROUTE): for stock or "
+                        "upstream-PR wheels, to compare main with the PR (see --compare)")
+    p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
+                   help="print B's times over A's (two --default-route runs) and exit")
     p.add_argument("--bandwidth", type=float, help="memory bandwidth in GB/s (default: from the chip table)")
     p.add_argument("--json", default="bench-metal-qmv.json", help="output file (default %(default)s)")
     opts = p.parse_args(argv)
@@ -401,6 +459,8 @@ def parse_args(argv):
 def main(argv=None, *, timer_factory=None, plat: Platform | None = None, log=print) -> int:
     """``timer_factory(opts)`` and ``plat`` are injection points for the tests."""
     opts = parse_args(argv)
+    if opts.compare:
+        return compare(*opts.compare, log=log)
     plat = plat or Platform()
     if timer_factory is None:
         if plat.system() != "Darwin":
@@ -423,7 +483,7 @@ def main(argv=None, *, timer_factory=None, plat: Platform | None = None, log=pri
                             group_size=o.group_size)
 
     timer = timer_factory(opts)
-    ok, why = timer.route_switch_works()
+    ok, why = (True, "") if opts.default_route else timer.route_switch_works()
     if not ok:
         log(f"metal_qmv: {why}. Install the patched wheel (mlx-overlay build). Nothing was measured.",
             file=sys.stderr)
@@ -451,23 +511,24 @@ def main(argv=None, *, timer_factory=None, plat: Platform | None = None, log=pri
         "settings": {"bits": opts.bits, "group_size": opts.group_size, "iters": opts.iters,
                      "repeats": opts.repeats, "warmup": opts.warmup, "rotate_mb": opts.rotate_mb,
                      "min_gap": opts.min_gap, "dtypes": opts.dtypes,
+                     "mode": "default-route" if opts.default_route else "routes",
                      "timing": "median over repeats of (wall time of one mx.eval of `iters` "
                                "independent products) / iters"},
         **body,
     }
     out["summary"] = summarize(out["results"])
     s = out["summary"]
-    log(f"\nmedian recovered fraction (M >= 2): streamed {s['median_recovered_streamed']}, "
-        f"best V {s['median_recovered_best_v']}; by V {s['median_recovered_by_v']}")
-    log(f"streamed rows bitwise equal to qmv: {s['streamed_rows_bitwise_equal_to_qmv']}; "
-        f"wide rows equal to qmv: {s['wide_rows_bitwise_equal_to_qmv']}")
+    log("")
+    for k, v in s.items():
+        log(f"{k}: {v}")
     with open(opts.json, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
     log(f"wrote {opts.json}")
-    if s["streamed_rows_bitwise_equal_to_qmv"] is False:
-        log("metal_qmv: some qmv_streamed rows differ from qmv's: the exactness claim fails here",
-            file=sys.stderr)
+    exact = "rows_equal_m1[streamed]" if not opts.default_route else None
+    if exact and s.get(exact) is False:
+        log("metal_qmv: some qmv_streamed rows differ from the rows computed alone: "
+            "the exactness claim fails on this machine", file=sys.stderr)
         return 1
     return 0
 

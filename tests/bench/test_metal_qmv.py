@@ -82,7 +82,8 @@ class FakeTimer:
         self.calls.append((route, M))
         return self.model(route, M)
 
-    def bitwise_equal(self, route, reference, M):
+    def rows_equal_m1(self, route, M):
+        self.calls.append(("bits", route, M))
         return route != "wide"
 
 
@@ -125,17 +126,19 @@ def test_fake_run_end_to_end(tmp_path):
     gb = mq.product_bytes(4096, 14336, 4, 4, 64, "bfloat16") / 1e9
     assert row["gbs"]["wide"] == pytest.approx(gb / t_wide, abs=0.1)
     assert row["fraction_of_bandwidth"]["wide"] == pytest.approx(gb / t_wide / 400, abs=1e-3)
-    assert row["bitwise_equal_to_qmv"]["streamed"] is True
-    assert row["bitwise_equal_to_qmv"]["wide"] is False
+    assert row["rows_equal_m1"]["streamed"] is True
+    assert row["rows_equal_m1"]["streamed:3"] is True
+    assert row["rows_equal_m1"]["wide"] is False
     # M = 1: no qmv_wide route, no recovered fraction
     m1 = next(r for r in data["results"] if r["M"] == 1)
     assert "wide" not in m1["times_us"] and m1["recovered"]["streamed"] is None
     # the printed table carries the same figures
     assert "M = 1..7 (mat-vec limit 15)" in text
-    assert "median recovered fraction" in text
+    assert "median_recovered_streamed: 0.9" in text
+    assert m1["rows_equal_m1"] is None
     s = data["summary"]
-    assert s["streamed_rows_bitwise_equal_to_qmv"] is True
-    assert s["wide_rows_bitwise_equal_to_qmv"] is False
+    assert s["rows_equal_m1[streamed]"] is True and s["rows_equal_m1[qmv]"] is True
+    assert s["rows_equal_m1[wide]"] is False
     assert 0.8 < s["median_recovered_streamed"] < 1.0
 
 
@@ -148,8 +151,54 @@ def test_default_m_range_follows_the_batch_limit(tmp_path):
     data = json.loads(out.read_text())
     # applegpu_g15s, K = 4096, N = 14336 > 4096: limit 13, so M = 1..12
     assert [r["M"] for r in data["results"]] == list(range(1, 13))
-    assert data["results"][0]["bitwise_equal_to_qmv"] is None
-    assert data["summary"]["streamed_rows_bitwise_equal_to_qmv"] is None
+    assert data["results"][1]["rows_equal_m1"] is None
+    assert data["summary"]["rows_equal_m1[streamed]"] is None
+    assert not any(c[0] == "bits" for c in timer[0].calls)
+
+
+class StreamedNotExact(FakeTimer):
+    def rows_equal_m1(self, route, M):
+        return route == "qmv"
+
+
+def test_a_streamed_row_that_differs_fails_the_run(tmp_path):
+    code, text, out = run_main(tmp_path, ["--shape", "512x512", "--max-m", "3", "--dtype", "float16"],
+                               timer_factory=StreamedNotExact, plat=FakePlatform())
+    assert code == 1 and "exactness claim fails" in text
+    assert json.loads(out.read_text())["summary"]["rows_equal_m1[streamed]"] is False
+
+
+class DefaultOnly(FakeTimer):
+    """A wheel without the switch (stock main, or the upstream PR)."""
+
+    def __init__(self, opts, slow=1.0):
+        super().__init__(opts, switch=False)
+        self.slow = slow
+
+    def time(self, route, M):
+        assert route == "default"
+        return self.model("qmv", M) * self.slow
+
+
+def test_default_route_runs_without_the_switch_and_compare_prints_the_ratio(tmp_path):
+    code_a, _, _ = run_main(tmp_path, ["--shape", "4096x4096", "--max-m", "3", "--dtype", "bfloat16",
+                                       "--default-route"],
+                            timer_factory=lambda o: DefaultOnly(o), plat=FakePlatform())
+    a = tmp_path / "a.json"
+    (tmp_path / "out.json").rename(a)
+    code_b, _, b = run_main(tmp_path, ["--shape", "4096x4096", "--max-m", "3", "--dtype", "bfloat16",
+                                       "--default-route"],
+                            timer_factory=lambda o: DefaultOnly(o, slow=0.5), plat=FakePlatform())
+    assert code_a == code_b == 0
+    data = json.loads(b.read_text())
+    assert data["settings"]["mode"] == "default-route"
+    assert set(data["results"][0]["times_us"]) == {"default"}
+    assert data["results"][1]["rows_equal_m1"] == {"default": True}
+    assert "recovered" not in data["results"][1]
+    lines = []
+    assert mq.main(["--compare", str(a), str(b)], log=lambda *x, **k: lines.append(" ".join(map(str, x)))) == 0
+    table = [ln for ln in lines if ln.startswith("custom 4096x4096")]
+    assert len(table) == 3 and all(" 0.50 " in ln for ln in table)
 
 
 def test_refuses_without_metal(tmp_path):
@@ -239,6 +288,7 @@ def test_mlx_timer_code_path_on_cpu(monkeypatch):
     t.prepare(512, 256, "bfloat16", 3)
     assert len(t.copies) >= 2
     assert t.time("qmv", 3) > 0
-    assert t.bitwise_equal("streamed:2", "qmv", 3) is True
+    assert t.rows_equal_m1("streamed:2", 3) is True
+    assert t.rows_equal_m1("default", 3) is True
     ok, why = t.route_switch_works()
     assert ok is False and "route switch" in why  # the CPU backend never reads MLX_QMV_ROUTE
