@@ -267,6 +267,39 @@ MLX_ARMS = {
 }
 
 
+def is_overlay_wheel(version: str) -> bool:
+    """Wheels built from the queue carry a PEP 440 local label (patch 0001)."""
+    return "+" in (version or "")
+
+
+def arch_gen(arch: str) -> int | None:
+    import re
+
+    m = re.search(r"g(\d+)", arch or "")
+    return int(m.group(1)) if m else None
+
+
+def adjust_for_stock_wheel(report: SubstrateReport) -> None:
+    """A stock wheel (no overlay label) is probed too; what it must show is
+    then the stock dispatch's: on Metal generation >= 15 qmv_wide serves
+    M >= 2 (diverge), below it qmv per vector (pass), and MLX_QMV_ROUTE is
+    ignored; on CUDA a matrix kernel serves M >= 2 (diverge)."""
+    if report.substrate == "cpu" or is_overlay_wheel(report.info.get("mlx_version", "")):
+        return
+    report.info["wheel"] = "stock (no overlay label)"
+    if report.substrate == "metal":
+        gen = arch_gen(report.info.get("architecture", ""))
+        expect = "diverge" if gen is None or gen >= 15 else "pass"
+        for arm in report.arms:
+            arm.expect = expect
+            arm.description += " [stock wheel: the switch is ignored]" if arm.name == "wide" else " [stock wheel]"
+    elif report.substrate == "cuda":
+        for arm in report.arms:
+            if arm.name == "default":
+                arm.expect = "diverge"
+                arm.description += " [stock wheel: a matrix kernel serves M >= 2]"
+
+
 def run_mlx(substrate: str, cfg: ProbeConfig, python: str) -> SubstrateReport:
     device = "cpu" if substrate == "cpu" else "gpu"
     require = None if substrate == "cpu" else substrate
@@ -285,6 +318,7 @@ def run_mlx(substrate: str, cfg: ProbeConfig, python: str) -> SubstrateReport:
             arm.result = {k: v for k, v in data.items() if k != "info"}
         arm.seconds = round(time.monotonic() - t0, 2)
         report.arms.append(arm)
+    adjust_for_stock_wheel(report)
     return _finish(report)
 
 

@@ -120,7 +120,7 @@ check = {"k": 1, "M": 2, "tokens_equal": True, "logits_equal": not diverge, "pos
          "first_position_differing": 0 if diverge else None, "logits_differing": int(diverge),
          "max_abs_diff": 0.0, "passed": not diverge}
 print("some noise on stdout")
-print(json.dumps({"info": {"mlx_version": "0.0-fake", "device": args[args.index("--device") + 1]},
+print(json.dumps({"info": {"mlx_version": "0.0+overlay", "device": args[args.index("--device") + 1]},
                   "passed": not diverge, "greedy_tokens": [1, 2], "checks": [check]}))
 '''
 
@@ -131,7 +131,7 @@ def test_mlx_substrate_plumbing_with_a_stand_in(tmp_path):
     assert rep.status == "pass", rep.reason
     arms = {a.name: a.outcome for a in rep.arms}
     assert arms == {"default": "pass", "wide": "diverge"}
-    assert rep.info["mlx_version"] == "0.0-fake"
+    assert rep.info["mlx_version"] == "0.0+overlay"
     rep = probe.run_mlx("cpu", ProbeConfig(limit=2), py)
     assert {a.name: a.outcome for a in rep.arms} == {"default": "pass", "control": "diverge"}
 
@@ -176,3 +176,21 @@ def test_cpu_wheel_passes_and_its_control_diverges():
     pytest.importorskip("mlx.core")
     rep = probe.run_mlx("cpu", ProbeConfig(limit=4, layers=1), sys.executable)
     assert rep.status == "pass", rep.reason
+
+
+def test_stock_metal_wheel_is_expected_to_diverge_on_gen15(tmp_path):
+    body = CANNED.replace('"0.0+overlay"', '"0.32.4"').replace(
+        '"device": args', '"architecture": "applegpu_g15s", "device": args').replace(
+        'diverge = control or route == "wide"', "diverge = True")
+    rep = probe.run_mlx("metal", ProbeConfig(limit=2), fake_python(tmp_path, body))
+    assert rep.info["wheel"].startswith("stock")
+    assert {a.name: (a.expect, a.outcome) for a in rep.arms} == {
+        "default": ("diverge", "diverge"), "wide": ("diverge", "diverge")}
+    assert rep.status == "pass"
+
+
+def test_overlay_wheel_keeps_the_exactness_expectation(tmp_path):
+    body = CANNED.replace('"0.0+overlay"', '"0.32.0+abc123"').replace(
+        'diverge = control or route == "wide"', "diverge = True")
+    rep = probe.run_mlx("metal", ProbeConfig(limit=2), fake_python(tmp_path, body))
+    assert rep.status == "fail" and "default: expected pass, got diverge" in rep.reason
