@@ -16,7 +16,7 @@ from pathlib import Path
 from overlay_tool import __version__, git
 from overlay_tool.errors import OverlayError
 
-COMMANDS: list[str] = ["apply", "export", "check", "status", "probe", "bench"]
+COMMANDS: list[str] = ["apply", "export", "check", "status", "emulate", "probe", "bench"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -69,15 +69,19 @@ def _patch_states(project: Project, repo: Repo, status: Status) -> None:
 
 
 def collect(project: Project, *, fetch: bool = False) -> Status:
+    """Everything status shows; touches the network only with ``fetch``."""
     pin = project.pin
-    upstream = cache.open_cache(project.cache_dir, pin.url)
-    if fetch:
-        cache.fetch(upstream, pin.url)
-    status = Status(pin=pin.commit, branch=pin.branch, behind=cache.behind(upstream, pin))
-    tip = upstream.rev_parse(f"refs/remotes/origin/{pin.branch}")
-    paths = patched_paths(project)
-    if tip and paths and upstream.has_commit(pin.commit):
-        status.drift = upstream.lines("log", "--no-merges", "--format=%h %as %s", f"{pin.commit}..{tip}", "--", *paths)
+    status = Status(pin=pin.commit, branch=pin.branch, behind=None)
+    if fetch or project.cache_dir.exists():
+        upstream = cache.open_cache(project.cache_dir, pin.url)
+        if fetch:
+            cache.fetch(upstream, pin.url)
+        status.behind = cache.behind(upstream, pin)
+        tip = upstream.rev_parse(f"refs/remotes/origin/{pin.branch}")
+        paths = patched_paths(project)
+        if tip and paths and upstream.has_commit(pin.commit):
+            status.drift = upstream.lines("log", "--no-merges", "--format=%h %as %s",
+                                          f"{pin.commit}..{tip}", "--", *paths)
     work = project.work_dir
     if (work / ".git").exists():
         repo = Repo(work)

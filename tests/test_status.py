@@ -37,3 +37,12 @@ def test_without_a_checkout(toy_queue: Toy) -> None:
     status = collect(toy_queue.project)
     assert {s for _, _, s in status.patches} == {"no work checkout (run apply)"}
     assert status.label is None
+
+
+def test_offline_without_a_cache(toy_queue: Toy) -> None:
+    shutil.rmtree(toy_queue.project.cache_dir)
+    shutil.rmtree(toy_queue.upstream)
+    status = collect(toy_queue.project)
+    assert status.behind is None and status.drift == []
+    assert [s for _, _, s in status.patches] == ["applied", "applied"]
+    assert not toy_queue.project.cache_dir.exists()

@@ -23,14 +23,20 @@ from overlay_tool.emulator.quant import (
 )
 from overlay_tool.errors import EmulatorError
 
+# Import the submodule before defining the function of the same name: the
+# package attribute then stays the function (a later `import
+# overlay_tool.emulator.typecheck` finds the module in sys.modules and does not
+# rebind it).
+from overlay_tool.emulator import typecheck as _typecheck_module  # noqa: E402
+
 
 def typecheck(header, instantiations=None, **kw):
-    """Address-space type check (C++ for OpenCL); see typecheck.py."""
-    from overlay_tool.emulator.typecheck import typecheck as _tc
+    """Address-space type check (C++ for OpenCL) of a header (path or text);
+    see typecheck.py. ``instantiations``: [(function, template_args, takes_M)]."""
     from overlay_tool.emulator.extract import header_text
 
     text, label = header_text(header)
-    return _tc(text, instantiations, label=kw.pop("label", label), **kw)
+    return _typecheck_module.typecheck(text, instantiations, label=kw.pop("label", label), **kw)
 
 
 __all__ = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -27,6 +28,9 @@ KINDS = ("qmv", "qmv_fast", "qmv_wide", "qmv_m1", "qmv_streamed")
 SIMD_SUM_ORDERS = {"tree": 0, "sequential": 1, "butterfly": 2, "reverse": 3}
 
 ERRLEN = 4096
+# A launch installs process-wide SIGSEGV/SIGBUS handlers for its duration
+# (guard pages): one launch at a time per process.
+_LAUNCH_LOCK = threading.Lock()
 
 
 def _targ(a) -> str:
@@ -265,7 +269,8 @@ class Emulator:
             M * N,
         )
         err = ctypes.create_string_buffer(ERRLEN)
-        rc = fn(host, nbytes, K, N, M, *grid, *threadgroup, bstr, err, ERRLEN)
+        with _LAUNCH_LOCK:
+            rc = fn(host, nbytes, K, N, M, *grid, *threadgroup, bstr, err, ERRLEN)
         if rc != 0:
             msg = self._relabel(err.value.decode(errors="replace"))
             raise EmulatorError(f"{function}<{', '.join(spec.template_args)}>: {msg}")

@@ -249,14 +249,16 @@ def stable_label(label: str) -> str:
     """The name ``#line`` markers use: for a file inside a git checkout, its
     path relative to the checkout root (``mlx/backend/metal/kernels/quantized.h``),
     so that the same header in another (temporary) clone gives the same
-    translation unit and hits the compile cache; otherwise ``label`` itself."""
+    translation unit and hits the compile cache; for another file, its base
+    name (the cache key holds the whole text anyway; messages get the full
+    path back through :func:`relabel`)."""
     p = Path(label)
     if not p.is_absolute() or not p.exists():
         return label
     for parent in p.parents:
         if (parent / ".git").exists():
             return p.relative_to(parent).as_posix()
-    return label
+    return p.name
 
 
 def relabel(message: str, line_label: str, label: str) -> str:

@@ -1,37 +1,13 @@
-"""Fixtures of the emulator suite.
-
-``pinned_checkout`` is a temporary stand-in for the core helper's fixture of
-the same name (tests/conftest.py): a checkout of upstream mlx at the pin in
-pin.toml, made with the user's git configuration (so a
-``url.<mirror>.insteadOf`` mirror keeps working offline). Delete it here once
-the shared one lands.
-"""
+"""Fixtures of the emulator suite (``pinned_checkout`` comes from
+tests/conftest.py: upstream mlx at the pin, without patches)."""
 
 from __future__ import annotations
 
-import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from overlay_tool.emulator import Emulator
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _pin() -> tuple[str, str]:
-    data = tomllib.loads((ROOT / "pin.toml").read_text())
-    return data["upstream"]["url"], data["upstream"]["commit"]
-
-
-@pytest.fixture(scope="session")
-def pinned_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    url, commit = _pin()
-    dest = tmp_path_factory.mktemp("upstream") / "mlx"
-    subprocess.run(["git", "clone", "-q", "--no-checkout", url, str(dest)], check=True)
-    subprocess.run(["git", "-C", str(dest), "checkout", "-q", commit], check=True)
-    return dest
 
 
 @pytest.fixture(scope="session")
