@@ -194,6 +194,7 @@ class MlxTimer:
         self.rotate_bytes, self.bits, self.group_size = rotate_bytes, bits, group_size
         mx.random.seed(seed)
         self.copies: list = []
+        self._next = 0
         self.x = None
 
     def info(self) -> dict:
@@ -226,7 +227,7 @@ class MlxTimer:
         mx = self.mx
         dt = getattr(mx, dtype)
         self.copies = []
-        mx.eval()
+        self._next = 0
         w = (mx.random.normal((N, K)) * (1 / math.sqrt(K))).astype(dt)
         wq, s, b = mx.quantize(w, group_size=self.group_size, bits=self.bits)
         mx.eval(wq, s, b)
@@ -240,11 +241,18 @@ class MlxTimer:
         mx.eval(self.x)
 
     def _products(self, M: int, count: int) -> list:
+        """``count`` independent products, each on the next copy of W: the
+        rotation carries on across calls, so a copy comes back only after a
+        pass over all of them (``rotate_bytes`` later)."""
         mx = self.mx
         x = self.x[:M]
-        return [mx.quantized_matmul(x, *self.copies[i % len(self.copies)], transpose=True,
-                                    group_size=self.group_size, bits=self.bits)
-                for i in range(count)]
+        out = []
+        for _ in range(count):
+            w = self.copies[self._next % len(self.copies)]
+            self._next += 1
+            out.append(mx.quantized_matmul(x, *w, transpose=True, group_size=self.group_size,
+                                           bits=self.bits))
+        return out
 
     def time(self, route: str, M: int) -> float:
         """Seconds per product (median of the repeats); route "default" leaves
