@@ -220,8 +220,8 @@ class SubstrateUnavailable(Exception):
 
 
 def run_mlx_substrate(python: str, device: str, cfg: ProbeConfig, *, control: bool = False,
-                      require: str | None = None, env: dict | None = None,
-                      timeout: float = 1800) -> dict:
+                      route_m2: str | None = None, require: str | None = None,
+                      env: dict | None = None, timeout: float = 1800) -> dict:
     """Run probe_model.py under ``python`` on ``device`` ('cpu' or 'gpu');
     returns its JSON. Raises SubstrateUnavailable when that Python has no mlx
     (or not the required GPU backend). This is the entry point for harnesses
@@ -229,6 +229,8 @@ def run_mlx_substrate(python: str, device: str, cfg: ProbeConfig, *, control: bo
     cmd = [python, str(MODEL_SCRIPT), "--device", device, "--config", json.dumps(asdict(cfg))]
     if control:
         cmd.append("--control")
+    if route_m2:
+        cmd += ["--route-m2", route_m2]
     if require:
         cmd += ["--require", require]
     full_env = dict(os.environ)
@@ -254,15 +256,16 @@ def run_mlx_substrate(python: str, device: str, cfg: ProbeConfig, *, control: bo
     return data
 
 
+# (arm, expectation, control, MLX_QMV_ROUTE for M >= 2, description)
 MLX_ARMS = {
-    "cpu": [("default", "pass", {}, False, "quantized_matmul on the CPU backend"),
-            ("control", "diverge", {}, True,
+    "cpu": [("default", "pass", False, None, "quantized_matmul on the CPU backend"),
+            ("control", "diverge", True, None,
              "probe's negative control: M >= 2 products dequantize then multiply")],
-    "metal": [("default", "pass", {}, False, "the wheel's default dispatch (patched: qmv_streamed)"),
-              ("wide", "diverge", {"MLX_QMV_ROUTE": "wide"}, False,
-               "MLX_QMV_ROUTE=wide: qmv_wide for M >= 2 (stock behaviour on gen >= 15)")],
-    "cuda": [("default", "pass", {}, False, "the wheel's default dispatch (patched: streamed qmv)"),
-             ("control", "diverge", {}, True,
+    "metal": [("default", "pass", False, None, "the wheel's default dispatch (patched: qmv_streamed)"),
+              ("wide", "diverge", False, "wide",
+               "MLX_QMV_ROUTE=wide for M >= 2: qmv_wide (stock behaviour on gen >= 15)")],
+    "cuda": [("default", "pass", False, None, "the wheel's default dispatch (patched: streamed qmv)"),
+             ("control", "diverge", True, None,
               "probe's negative control: M >= 2 products dequantize then multiply")],
 }
 
@@ -304,11 +307,12 @@ def run_mlx(substrate: str, cfg: ProbeConfig, python: str) -> SubstrateReport:
     device = "cpu" if substrate == "cpu" else "gpu"
     require = None if substrate == "cpu" else substrate
     report = SubstrateReport(substrate, "pass", info={"python": python})
-    for name, expect, env, control, desc in MLX_ARMS[substrate]:
+    for name, expect, control, route_m2, desc in MLX_ARMS[substrate]:
         arm = Arm(name, expect, desc)
         t0 = time.monotonic()
         try:
-            data = run_mlx_substrate(python, device, cfg, control=control, require=require, env=env)
+            data = run_mlx_substrate(python, device, cfg, control=control, route_m2=route_m2,
+                                     require=require)
         except SubstrateUnavailable as e:
             return SubstrateReport(substrate, "not run", str(e), info={"python": python})
         except (RuntimeError, subprocess.TimeoutExpired) as e:

@@ -187,11 +187,16 @@ def np_silu_mul_row(g: np.ndarray, u: np.ndarray) -> np.ndarray:
 class MlxDecoder:
     """The decoder in MLX ops on ``device`` ("cpu" or "gpu")."""
 
-    def __init__(self, cfg: ProbeConfig, device: str, control: bool = False) -> None:
+    def __init__(self, cfg: ProbeConfig, device: str, control: bool = False,
+                 route_m2: str | None = None) -> None:
         import mlx.core as mx
 
         self.mx = mx
         self.cfg = cfg
+        # MLX_QMV_ROUTE for the products of M >= 2 rows only (the patched
+        # wheel's switch also forces M = 1 products, which must keep the
+        # default dispatch: qmv_wide has no one-vector kernel)
+        self.route_m2 = route_m2
         # negative control: products of M >= 2 rows dequantize, then multiply
         # (another summation order, as qmv_wide's); the probe must fail then
         self.control = control
@@ -232,6 +237,16 @@ class MlxDecoder:
         return [mx.zeros((1, self.cfg.dim), dtype=mx.float32) for _ in range(self.cfg.layers)]
 
     def forward(self, tokens, state):
+        if self.route_m2 is None:
+            return self._forward(tokens, state)
+        if len(tokens) >= 2:
+            os.environ["MLX_QMV_ROUTE"] = self.route_m2
+        try:
+            return self._forward(tokens, state)  # evaluates before returning
+        finally:
+            os.environ.pop("MLX_QMV_ROUTE", None)
+
+    def _forward(self, tokens, state):
         mx, cfg = self.mx, self.cfg
         h = self.embed[mx.array(tokens)]
         state = list(state)
@@ -285,11 +300,14 @@ def gpu_backend() -> str | None:
     return None
 
 
-def run_mlx(cfg: ProbeConfig, device: str, control: bool = False) -> dict:
+def run_mlx(cfg: ProbeConfig, device: str, control: bool = False, route_m2: str | None = None) -> dict:
     """Run the probe with MLX on ``device`` ('cpu' or 'gpu'); a JSON-able dict."""
-    dec = MlxDecoder(cfg, device, control=control)
+    dec = MlxDecoder(cfg, device, control=control, route_m2=route_m2)
     res = run_probe(cfg, dec.forward, dec.state0(), lambda st: list(st), dec.prompt)
-    return {"info": mlx_info(device), "config": asdict(cfg), "control": control, **res.to_dict()}
+    info = mlx_info(device)
+    if route_m2:
+        info["MLX_QMV_ROUTE for M >= 2"] = route_m2
+    return {"info": info, "config": asdict(cfg), "control": control, **res.to_dict()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", default="{}", help="ProbeConfig fields as JSON")
     p.add_argument("--control", action="store_true",
                    help="negative control: products of M >= 2 rows dequantize then multiply")
+    p.add_argument("--route-m2", default=None,
+                   help="MLX_QMV_ROUTE value for products of M >= 2 rows (patched wheel), e.g. wide")
     p.add_argument("--require", choices=("metal", "cuda"), default=None,
                    help="with --device gpu: fail (exit 3) unless mlx has this GPU backend")
     a = p.parse_args(argv)
@@ -313,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                               f"this mlx has no {a.require or 'GPU'} backend here (found: {have or 'none'})"}))
             return 3
     cfg = ProbeConfig.from_dict(json.loads(a.config))
-    print(json.dumps(run_mlx(cfg, a.device, a.control)))
+    print(json.dumps(run_mlx(cfg, a.device, a.control, a.route_m2)))
     return 0
 
 

@@ -114,7 +114,8 @@ NO_MLX = ('print(json.dumps({"error": "mlx-missing", "message": "mlx is not impo
 
 CANNED = '''
 control = "--control" in args
-route = __import__("os").environ.get("MLX_QMV_ROUTE", "")
+route = args[args.index("--route-m2") + 1] if "--route-m2" in args else ""
+assert "MLX_QMV_ROUTE" not in __import__("os").environ
 diverge = control or route == "wide"
 check = {"k": 1, "M": 2, "tokens_equal": True, "logits_equal": not diverge, "positions_differing": int(diverge),
          "first_position_differing": 0 if diverge else None, "logits_differing": int(diverge),
