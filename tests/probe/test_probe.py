@@ -68,15 +68,19 @@ def test_harness_catches_one_ulp_that_leaves_tokens_alone():
 # ---- the emulator substrate (core: never skipped) ----------------------------------
 
 
-def test_emulator_patched_passes_and_stock_diverges(stock_header, patched_header, tmp_path):
-    cfg = ProbeConfig(limit=6)  # M = 2..6: tiles of 2..5 and one split tile (3 + 3)
+@pytest.mark.parametrize("dtype,limit,layers", [
+    ("bfloat16", 6, 2),  # M = 2..6: tiles of 2..5 and one split tile (3 + 3)
+    ("float16", 3, 1),   # half: load_vector's partial sums in half precision
+])
+def test_emulator_patched_passes_and_stock_diverges(stock_header, patched_header, dtype, limit, layers):
+    cfg = ProbeConfig(dtype=dtype, limit=limit, layers=layers)
     rep = probe.run_emulator(cfg, stock_header, patched_header)
     arms = {a.name: a for a in rep.arms}
     assert arms["patched"].error is None, arms["patched"].error
     assert arms["stock"].error is None, arms["stock"].error
     patched, stock = arms["patched"].result, arms["stock"].result
     assert patched["kernels"] == {"M=1": "qmv_m1", "M>=2": "qmv_streamed"}
-    assert [c["M"] for c in patched["checks"]] == [2, 3, 4, 5, 6]
+    assert [c["M"] for c in patched["checks"]] == list(range(2, limit + 1))
     assert all(c["passed"] for c in patched["checks"]), patched["checks"]
     # the negative control: qmv_wide's rows differ from M = 1 in the logit bits
     assert stock["kernels"]["M>=2"] == "qmv_wide"
