@@ -382,7 +382,7 @@ def format_report(reports: list[SubstrateReport]) -> str:
     return "\n".join(lines)
 
 
-def exit_status(reports: list[SubstrateReport], requested: list[str], explicit: bool) -> tuple[int, str]:
+def exit_status(reports: list[SubstrateReport], explicit: bool) -> tuple[int, str]:
     """0 when every substrate that ran met expectations and at least one ran.
     An explicitly requested substrate that could not run is an error."""
     ran = [r for r in reports if r.status != "not run"]

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     reports = probe.run(subs, cfg, python=args.python, stock_header=stock, patched_header=patched,
                         log=lambda m: print(m, file=sys.stderr))
     print(probe.format_report(reports))
-    code, message = probe.exit_status(reports, subs, explicit)
+    code, message = probe.exit_status(reports, explicit)
     if args.json:
         args.json.write_text(json.dumps({
             "config": asdict(cfg), "substrates": [r.to_dict() for r in reports],

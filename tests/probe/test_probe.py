@@ -10,7 +10,6 @@ probe can fail.
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 from pathlib import Path
