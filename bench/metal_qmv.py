@@ -19,7 +19,7 @@ prints main-vs-PR tables from two such runs.
 The route is forced with the patched wheel's MLX_QMV_ROUTE switch, which
 dispatch_qmv reads with getenv on every call (env::get_var), so one process
 switches routes by setting os.environ between evaluations. A wheel without the
-switch is detected (an invalid route must raise) and refused.
+switch is detected (forcing qmv_wide must change the bits) and refused.
 
 Needs only the Python standard library and mlx. On a machine without Metal it
 says so and exits 3; it never prints numbers it did not measure.
@@ -205,23 +205,31 @@ class MlxTimer:
                 "memory_size": int(di.get("memory_size", 0) or 0)}
 
     def route_switch_works(self) -> tuple[bool, str]:
-        """The patched wheel rejects an invalid MLX_QMV_ROUTE; a stock wheel ignores it."""
+        """Does MLX_QMV_ROUTE reach the dispatch? With the patched wheel,
+        forcing ``wide`` at M = 4 changes the last bits of a random product
+        relative to forcing ``qmv``; a wheel without the switch (stock, or
+        the CPU backend) gives the same bits both times. (Nothing is made to
+        throw: an invalid route would, but an exception in the middle of an
+        evaluation is not a state to benchmark from.)"""
         mx = self.mx
-        w = mx.random.normal((64, 512)).astype(mx.float16)
+        key = mx.random.key(1234)
+        k1, k2 = mx.random.split(key)
+        w = mx.random.normal((256, 4096), key=k1).astype(mx.float16)
         wq, s, b = mx.quantize(w, group_size=64, bits=4)
-        x = mx.random.normal((2, 512)).astype(mx.float16)
-        old = os.environ.get("MLX_QMV_ROUTE")
-        os.environ["MLX_QMV_ROUTE"] = "no-such-route"
-        try:
-            mx.eval(mx.quantized_matmul(x, wq, s, b, transpose=True, group_size=64, bits=4))
-        except Exception as e:  # the patched dispatch throws std::invalid_argument
-            return ("MLX_QMV_ROUTE" in str(e)), str(e)
-        finally:
-            if old is None:
+        x = mx.random.normal((4, 4096), key=k2).astype(mx.float16)
+        ys = {}
+        for route in ("qmv", "wide"):
+            os.environ["MLX_QMV_ROUTE"] = route
+            try:
+                y = mx.quantized_matmul(x, wq, s, b, transpose=True, group_size=64, bits=4)
+                ys[route] = self._bits(y)
+                mx.eval(ys[route])
+            finally:
                 os.environ.pop("MLX_QMV_ROUTE", None)
-            else:
-                os.environ["MLX_QMV_ROUTE"] = old
-        return False, "an invalid MLX_QMV_ROUTE was accepted: this wheel has no route switch"
+        if bool(mx.array_equal(ys["qmv"], ys["wide"]).item()):
+            return False, ("MLX_QMV_ROUTE=wide and MLX_QMV_ROUTE=qmv gave the same bits: "
+                           "this wheel has no route switch")
+        return True, ""
 
     def prepare(self, K: int, N: int, dtype: str, max_m: int) -> None:
         mx = self.mx
