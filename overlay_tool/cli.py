@@ -16,7 +16,18 @@ from pathlib import Path
 from overlay_tool import __version__, git
 from overlay_tool.errors import OverlayError
 
-COMMANDS: list[str] = ["apply", "export", "check", "status", "emulate", "probe", "bench"]
+COMMANDS: list[str] = [
+    "apply",
+    "export",
+    "check",
+    "status",
+    "rebase",
+    "drift",
+    "upstream-pr",
+    "emulate",
+    "probe",
+    "bench",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

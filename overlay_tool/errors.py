@@ -86,3 +86,9 @@ class MissingTool(OverlayError):
     """A required program or system package is absent (named in the message)."""
 
     exit_code = 12
+
+
+class FormatError(OverlayError):
+    """Patches meant for upstream fail MLX's formatting (clang-format, black)."""
+
+    exit_code = 13

@@ -343,3 +343,78 @@ class Repo:
 
     def update_ref(self, ref: str, value: str, message: str = "mlx-overlay") -> None:
         self.git("update-ref", "-m", message, ref, value)
+
+    # -- in-memory replay (rebase, drift, upstream-pr) ------------------
+    # Appended for issue 6; each works without touching a work tree.
+    def run_with(self, *args: str, env: dict[str, str], check: bool = True,
+                 input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        """:meth:`run` with extra environment (a private index, an author, a date)."""
+        if _verbose:
+            print(f"+ (cd {shlex.quote(str(self.path))} && {' '.join(f'{k}={v}' for k, v in env.items())} "
+                  f"git {shlex.join(args)})", file=sys.stderr)
+        proc = _spawn(git_command(list(args)), cwd=self.path, env={**git_environment(), **env}, input=input)
+        if check and proc.returncode != 0:
+            raise GitError(f"git {' '.join(args[:2])} failed in {self.path}: {_last_lines(proc.stderr)}")
+        return proc
+
+    def tree_of(self, rev: str) -> str:
+        return self.git("rev-parse", f"{rev}^{{tree}}")
+
+    def apply_to_tree(self, tree: str, patch: Path, *, check: bool = False) -> tuple[str | None, str]:
+        """Apply ``patch`` (exact context, as ``git am``) to ``tree`` through a private index.
+
+        Returns ``(new tree, "")``, or ``(None, git's message)`` when it does not apply.
+        With ``check`` nothing is written and the tree returned is ``tree``.
+        """
+        with tempfile.TemporaryDirectory(prefix="mlx-overlay-idx-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            self.run_with("read-tree", tree, env=env)
+            args = ["apply", "--cached", *(["--check"] if check else []), str(Path(patch).absolute())]
+            proc = self.run_with(*args, check=False, env=env)
+            if proc.returncode != 0:
+                return None, proc.stderr.decode(errors="replace")
+            return (tree if check else self.run_with("write-tree", env=env).stdout.decode().strip()), ""
+
+    def commit_tree(self, tree: str, parents: list[str], message: str,
+                    env: dict[str, str] | None = None) -> str:
+        args = ["commit-tree", tree]
+        for parent in parents:
+            args += ["-p", parent]
+        return self.run_with(*args, input=message.encode(), env=env or {}).stdout.decode().strip()
+
+    def commit_meta(self, commit: str) -> tuple[str, dict[str, str]]:
+        """The raw message of ``commit`` and the environment that recreates its author (and date as committer date)."""
+        raw = self.run("cat-file", "commit", commit).stdout.decode()
+        header, _, message = raw.partition("\n\n")
+        env: dict[str, str] = {}
+        for line in header.splitlines():
+            if line.startswith("author "):
+                who, _, when = line[len("author "):].rpartition("> ")
+                name, _, email = who.partition(" <")
+                env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+                       "GIT_AUTHOR_DATE": f"@{when}", "GIT_COMMITTER_DATE": f"@{when}"}
+        return message, env
+
+    def merge_pick(self, commit: str, onto: str) -> tuple[bool, str, list[str], str]:
+        """Cherry-pick ``commit`` onto ``onto`` in memory (3-way, renames followed).
+
+        Returns ``(clean, tree, conflicted paths, git's messages)``.  git 2.39's
+        ``merge-tree`` has no ``--merge-base``; a throwaway commit with ``onto``'s
+        tree and ``commit``'s parent makes that parent the merge base.
+        """
+        fake = self.commit_tree(self.tree_of(onto), [f"{commit}^"], "mlx-overlay probe\n")
+        proc = self.run("-c", "merge.renames=true", "-c", "merge.conflictStyle=merge",
+                        "merge-tree", "--write-tree", "--name-only", "--messages", fake, commit, check=False)
+        if proc.returncode not in (0, 1):
+            if b"write-tree" in proc.stderr or b"usage:" in proc.stderr:
+                raise MissingTool("git 2.38 or newer is needed (merge-tree --write-tree); "
+                                  f"this is {self.git('--version')}")
+            raise GitError(f"git merge-tree failed in {self.path}: {_last_lines(proc.stderr)}")
+        out = proc.stdout.decode(errors="replace")
+        first, _, rest = out.partition("\n")
+        files_part, _, messages = rest.partition("\n\n") if proc.returncode else ("", "", rest)
+        files = list(dict.fromkeys(line for line in files_part.splitlines() if line))
+        return proc.returncode == 0, first.strip(), files, messages.strip()
+
+    def conflicted_files(self) -> list[str]:
+        return list(dict.fromkeys(self.lines("diff", "--name-only", "--diff-filter=U")))

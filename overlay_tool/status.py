@@ -105,6 +105,11 @@ def report(project: Project, status: Status, log: Log = print) -> None:
     else:
         where = f"{status.behind} commit(s) behind origin/{status.branch} as last fetched"
     log(f"pin      {status.pin[:12]} ({where})")
+    from overlay_tool.rebase import in_progress_note  # (issue 6) a pin bump under way
+
+    note = in_progress_note(project)
+    if note:
+        log(f"rebase   {note}")
     if status.label:
         log(f"label    +{status.label} (wheel built from {project.display(project.work_dir)})")
     log(f"patches  {len(status.patches)}")

@@ -87,7 +87,7 @@ static void {self.symbol}_body(void* u, unsigned gx, unsigned gy, unsigned gz,
 }}
 EMU_EXPORT int {self.symbol}(void** host, long long* bytes, int K, int N, int M,
     int gx, int gy, int gz, int tgx, int tgy, int tgz, long long* bstrides,
-    char* err, int errlen) {{
+    char* err, int errlen, long long timeout_ms) {{
   emu_args a;
   a.K = K; a.N = N; a.M = M;
   a.w_bstride = bstrides[0]; a.s_bstride = bstrides[1]; a.b_bstride = bstrides[2];
@@ -99,7 +99,7 @@ EMU_EXPORT int {self.symbol}(void** host, long long* bytes, int K, int N, int M,
       {{"x", host[3], (size_t)bytes[3], 1, 0}},
       {{"y", host[4], (size_t)bytes[4], 1, 1}}}};
   return emu::launch(&{self.symbol}_body, &a, a.dev, hb, 5, gx, gy, gz, tgx, tgy, tgz,
-                     err, errlen);
+                     err, errlen, (long)timeout_ms);
 }}
 """
 
@@ -126,7 +126,10 @@ class Emulator:
     come along). ``simd_sum_order``: "tree" (default), "sequential",
     "butterfly" or "reverse" (see docs/emulator.md). ``functions`` replaces
     the default set of required names (for headers that are not quantized.h,
-    e.g. test fixtures). ``opt``: optimisation flag for the host compiler.
+    e.g. test fixtures). ``opt``: optimisation flag(s) for the host compiler.
+    ``timeout_s``: a launch running longer (a lane in an endless loop) is
+    stopped and reported as EmulatorError (None: no limit; a per-thread
+    SIGALRM timer, Python's own SIGALRM handler is restored afterwards).
     """
 
     def __init__(
@@ -139,6 +142,7 @@ class Emulator:
         simd_sum_order: str = "tree",
         opt: str = "-O1",
         functions: Sequence[str] | None = None,
+        timeout_s: float | None = 600.0,
     ) -> None:
         self.text, self.label = header_text(header)
         # #line markers name the header relative to its checkout, so clones in
@@ -152,6 +156,7 @@ class Emulator:
                 f"simd_sum_order {simd_sum_order!r} is not one of {', '.join(SIMD_SUM_ORDERS)}"
             )
         self.simd_sum_order = simd_sum_order
+        self.timeout_s = timeout_s
         base = DEFAULT_FUNCTIONS if functions is None else tuple(functions)
         self.functions = tuple(dict.fromkeys([*base, *extra_functions]))
         self.extraction = extract(
@@ -206,6 +211,7 @@ class Emulator:
                 ctypes.c_int, ctypes.c_int, ctypes.c_int,
                 ctypes.c_int, ctypes.c_int, ctypes.c_int,
                 ctypes.POINTER(ctypes.c_longlong), ctypes.c_char_p, ctypes.c_int,
+                ctypes.c_longlong,
             ]
             self._entries[s.symbol] = fn
 
@@ -270,7 +276,8 @@ class Emulator:
         )
         err = ctypes.create_string_buffer(ERRLEN)
         with _LAUNCH_LOCK:
-            rc = fn(host, nbytes, K, N, M, *grid, *threadgroup, bstr, err, ERRLEN)
+            rc = fn(host, nbytes, K, N, M, *grid, *threadgroup, bstr, err, ERRLEN,
+                    int(self.timeout_s * 1000) if self.timeout_s else 0)
         if rc != 0:
             msg = self._relabel(err.value.decode(errors="replace"))
             raise EmulatorError(f"{function}<{', '.join(spec.template_args)}>: {msg}")

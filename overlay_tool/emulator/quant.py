@@ -13,9 +13,11 @@ bfloat16, ``np.uint32`` for float32; :func:`decode` turns them into float64.
 :func:`quantize` follows MLX at the pin exactly: ``mlx/backend/cpu/quantized.cpp``
 ``quantize`` (identical to the ``affine_quantize`` fallback in ``mlx/ops.cpp``),
 all in float32, ``rint`` (ties to even), scales/biases rounded to the weight
-dtype at the end. ``variant="metal"`` follows the Metal ``affine_quantize``
-kernel instead (w_max starts at 0, ``round`` ties away from zero); the two agree
-except in those corners.
+dtype at the end; checked bit for bit against ``mx.quantize`` of mlx 0.32.4
+(tests/emulator/quantize_golden.py). ``variant="metal"`` reads the Metal
+``affine_quantize`` kernel instead (w_max starts at 0, ``round`` ties away from
+zero): what a Mac's GPU would produce, unverified on hardware; it differs from
+the CPU scheme in all-negative groups and at exact ties.
 """
 
 from __future__ import annotations

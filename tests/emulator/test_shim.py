@@ -115,13 +115,20 @@ METAL_FUNC void barrier_return_impl{SIG} {{
 }}
 
 template <typename T>
+METAL_FUNC void spin_impl{SIG} {{
+  volatile int spin = 1;
+  while (spin) {{
+  }}
+}}
+
+template <typename T>
 METAL_FUNC void oob_impl{SIG} {{
   y[simd_gid * 32 + simd_lid] = x[in_vec_size + simd_lid];
 }}
 """
 
 FUNCS = ["binop_impl", "simd_impl", "tgmem_impl", "early_return_impl", "branch_impl",
-         "trips_impl", "barrier_return_impl", "oob_impl"]
+         "trips_impl", "barrier_return_impl", "oob_impl", "spin_impl"]
 DT = ("float16", "bfloat16", "float32")
 
 
@@ -329,6 +336,14 @@ def test_out_of_bounds_read_is_a_clear_error(femu):
         _run(femu, "oob_impl", ("float",), "float32", x)
     # and the emulator is still usable afterwards
     np.testing.assert_array_equal(_run(femu, "tgmem_impl", ("float",), "float32", x).view(np.float32), x[::-1])
+
+
+def test_endless_lane_is_stopped_by_the_timeout():
+    e = Emulator(FIXTURES, functions=["spin_impl", "tgmem_impl"], timeout_s=0.5)
+    x = np.ones(64, np.float32)
+    with pytest.raises(EmulatorError, match=r"did not finish within 0.5 s"):
+        _run(e, "spin_impl", ("float",), "float32", x)
+    np.testing.assert_array_equal(_run(e, "tgmem_impl", ("float",), "float32", x).view(np.float32), x[::-1])
 
 
 def test_missing_function_is_a_clear_error(stock_header):

@@ -28,6 +28,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) && !defined(EMU_USE_UCONTEXT)
 #define EMU_X86_FIBERS 1
@@ -353,11 +356,13 @@ inline int run_threadgroup(Ctx* c) {
 // --- out-of-bounds and stack-overflow detection ------------------------------
 // Buffers handed to a kernel are copied into mappings that end at a
 // PROT_NONE page; fiber stacks sit above a PROT_NONE page. A SIGSEGV/SIGBUS
+// (or the SIGALRM of the launch timeout)
 // during a launch jumps back to the launcher, which reports it.
 inline thread_local sigjmp_buf* g_fault_jmp = nullptr;
 inline thread_local void* g_fault_addr = nullptr;
 
 inline void fault_handler(int sig, siginfo_t* info, void*) {
+  if (sig == SIGALRM && !g_fault_jmp) return; // a stale timer tick: ignore
   if (g_fault_jmp) {
     g_fault_addr = info->si_addr;
     sigjmp_buf* j = g_fault_jmp;
@@ -435,9 +440,12 @@ struct HostBuf {
   int copy_out;
 };
 
+// timeout_ms > 0: a launch still running after that long (a lane in an
+// endless loop) is stopped by SIGALRM and reported.
 inline int launch(BodyFn body, void* user, void** dev, HostBuf* hb, int nbuf,
                   unsigned gx, unsigned gy, unsigned gz, unsigned tgx,
-                  unsigned tgy, unsigned tgz, char* err, int errlen) {
+                  unsigned tgy, unsigned tgz, char* err, int errlen,
+                  long timeout_ms = 0) {
   if (errlen > 0) err[0] = 0;
   const long nt = (long)tgx * tgy * tgz;
   if (nt <= 0 || nt > 1024) {
@@ -488,7 +496,9 @@ inline int launch(BodyFn body, void* user, void** dev, HostBuf* hb, int nbuf,
     }
   }
 
-  struct sigaction sa, old_segv, old_bus;
+  struct sigaction sa, old_segv, old_bus, old_alrm;
+  timer_t timer{};
+  bool have_timer = false;
   stack_t ss, old_ss;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = fault_handler;
@@ -502,6 +512,24 @@ inline int launch(BodyFn body, void* user, void** dev, HostBuf* hb, int nbuf,
   sigaltstack(&ss, &old_ss);
   sigaction(SIGSEGV, &sa, &old_segv);
   sigaction(SIGBUS, &sa, &old_bus);
+  if (timeout_ms > 0) {
+    // A timer whose SIGALRM goes to this thread only (other threads, e.g.
+    // a BLAS pool, never see it).
+    sigaction(SIGALRM, &sa, &old_alrm);
+    struct sigevent sev;
+    std::memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = SIGALRM;
+    sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    if (timer_create(CLOCK_MONOTONIC, &sev, &timer) == 0) {
+      have_timer = true;
+      struct itimerspec its;
+      std::memset(&its, 0, sizeof its);
+      its.it_value.tv_sec = timeout_ms / 1000;
+      its.it_value.tv_nsec = (timeout_ms % 1000) * 1000000L;
+      timer_settime(timer, 0, &its, nullptr);
+    }
+  }
 
   Ctx* prev = g_ctx;
   g_ctx = &c;
@@ -520,6 +548,14 @@ inline int launch(BodyFn body, void* user, void** dev, HostBuf* hb, int nbuf,
             rc = run_threadgroup(&c);
           }
       g_fault_jmp = nullptr;
+    } else if (sig == SIGALRM) {
+      const Lane* L = c.cur;
+      std::snprintf(err, errlen,
+                    "the kernel did not finish within %.1f s (a lane in an endless "
+                    "loop?): stopped in threadgroup (%u,%u,%u) thread (%u,%u,%u)",
+                    timeout_ms / 1000.0, c.gx, c.gy, c.gz, L ? L->tx : 0u,
+                    L ? L->ty : 0u, L ? L->tz : 0u);
+      rc = -1;
     } else {
       char where[160];
       const Lane* L = c.cur;
@@ -535,6 +571,8 @@ inline int launch(BodyFn body, void* user, void** dev, HostBuf* hb, int nbuf,
     }
   }
   g_ctx = prev;
+  if (have_timer) timer_delete(timer);
+  if (timeout_ms > 0) sigaction(SIGALRM, &old_alrm, nullptr);
   sigaction(SIGSEGV, &old_segv, nullptr);
   sigaction(SIGBUS, &old_bus, nullptr);
   sigaltstack(&old_ss, nullptr);

@@ -1,0 +1,173 @@
+"""upstream-pr on throwaway repositories: dependency refusal, MLX formatting, the series and PR.md."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import Toy, sh_git, write_files
+from overlay_tool.apply import apply_queue
+from overlay_tool.cli import main
+from overlay_tool.errors import FormatError, QueueDoesNotApply
+from overlay_tool.export import export_queue
+from overlay_tool.project import Project
+from overlay_tool import upstream_pr as upstream_pr_mod
+from overlay_tool.upstream_pr import precommit_hooks, tool_versions, tools_dir, upstream_pr
+
+PRECOMMIT = """repos:
+-   repo: https://github.com/pre-commit/mirrors-clang-format
+    rev: v21.1.8
+    hooks:
+    -   id: clang-format
+        files: \\.(h|cpp)$
+# Using this mirror lets us use mypyc-compiled black
+-   repo: https://github.com/psf/black-pre-commit-mirror
+    rev: 26.1.0
+    hooks:
+    -   id: black
+
+-   repo: https://github.com/pycqa/isort
+    rev: 7.0.0
+    hooks:
+    -   id: isort
+        args:
+            - --profile=black
+"""
+CPP = "int twice(int x) {\n  return 2 * x;\n}\n"
+PY = "x = [1,2]  # upstream's own formatting slip, not ours\n\n\ndef twice(x):\n    return 2 * x\n"
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="session")
+def user_tools_dir() -> str:
+    """The user's own formatter venvs (read before the per-test isolation changes the environment).
+
+    Session-scoped fixtures are set up before function-scoped ones, so this sees
+    the real $MLX_OVERLAY_TOOLS / cache: a second run reuses the PyPI install.
+    """
+    return str(tools_dir())
+
+
+@pytest.fixture
+def tools(monkeypatch: pytest.MonkeyPatch, user_tools_dir: str) -> None:
+    monkeypatch.setenv("MLX_OVERLAY_TOOLS", user_tools_dir)
+
+
+def set_kinds(project: Project, kinds: dict[str, str]) -> None:
+    text = project.series_path.read_text()
+    for name, kind in kinds.items():
+        text = text.replace(f"{name} overlay", f"{name} {kind}").replace(f"{name} upstream", f"{name} {kind}")
+    project.series_path.write_text(text)
+
+
+def test_precommit_versions_are_read() -> None:
+    hooks = precommit_hooks(PRECOMMIT)
+    assert tool_versions(hooks) == {"clang-format": "21.1.8", "black": "26.1.0", "isort": "7.0.0"}
+    assert hooks["isort"].args == ["--profile=black"]
+    assert hooks["clang-format"].files == r"\.(h|cpp)$"
+
+
+def test_refuses_upstream_patch_that_needs_an_overlay_patch(toy_queue: Toy) -> None:
+    toy_queue.add_patch("src/a.txt", "added to a\n", "added to a, then improved\n",
+                        "Improve a\n\nBuilds on the overlay line.")
+    export_queue(toy_queue.project, log=quiet)
+    set_kinds(toy_queue.project, {"0002-Change-b.patch": "upstream", "0003-Improve-a.patch": "upstream"})
+    lines: list[str] = []
+    with pytest.raises(QueueDoesNotApply, match=r"refusing: 0003-Improve-a.patch \(upstream\) depends on "
+                                                r"0001-Change-a.patch \(overlay\).*src/a.txt"):
+        upstream_pr(toy_queue.project, "main", log=lines.append)
+    text = "\n".join(lines)
+    assert "without the overlay patch(es) before it that change that file: 0001-Change-a.patch" in text
+    assert "0002-Change-b.patch (upstream) depends" not in text
+    assert not (toy_queue.project.root / "dist" / "upstream-pr").exists()
+
+
+@pytest.fixture
+def mlx_like(tmp_path: Path, make_repo: Callable[..., Path], tools: None) -> Toy:
+    """A toy upstream with MLX's formatting config and one C++ and one Python file."""
+    upstream = make_repo("upstream", {
+        ".pre-commit-config.yaml": PRECOMMIT,
+        ".clang-format": "BasedOnStyle: LLVM\n",
+        "mlx/k.cpp": CPP, "python/tests/test_k.py": PY, "README": "toy\n",
+    })
+    commit = sh_git(upstream, "rev-parse", "HEAD")
+    root = tmp_path / "project"
+    write_files(root, {
+        "pin.toml": f'[upstream]\nurl = "{upstream}"\ncommit = "{commit}"\nbranch = "main"\n',
+        "patches/series": "# queue\n\n",
+        "docs/benchmarks.md": "# Benchmarks\n\n| M | main | PR |\n|---|---|---|\n| 4 | 10 | 5 |\n",
+    })
+    toy = Toy(project=Project.discover(root), upstream=upstream)
+    apply_queue(toy.project, log=quiet)
+    return toy
+
+
+def queue(toy: Toy, cpp_line: str, py_line: str) -> None:
+    toy.add_patch("README", "toy\n", "toy (overlay build)\n", "Mark the overlay build\n\nOverlay only.")
+    toy.add_patch("mlx/k.cpp", CPP, CPP + cpp_line, "Add thrice\n\nA kernel helper.")
+    toy.add_patch("python/tests/test_k.py", PY, PY + py_line, "Test thrice\n\nFails on main.")
+    export_queue(toy.project, log=quiet)
+    set_kinds(toy.project, {"0002-Add-thrice.patch": "upstream", "0003-Test-thrice.patch": "upstream"})
+
+
+def test_clean_series_pr_md_and_branch(mlx_like: Toy) -> None:
+    queue(mlx_like, "\nint thrice(int x) { return 3 * x; }\n", "\n\ndef thrice(x):\n    return 3 * x\n")
+    lines: list[str] = []
+    result = upstream_pr(mlx_like.project, "main", log=lines.append)
+    out = mlx_like.project.root / "dist" / "upstream-pr"
+    assert sorted(p.name for p in out.iterdir()) == ["0001-Add-thrice.patch", "0002-Test-thrice.patch", "PR.md"]
+    assert b"README" not in (out / "0001-Add-thrice.patch").read_bytes()
+    pr = (out / "PR.md").read_text()
+    assert pr.startswith("# Add thrice (+1 more)")
+    assert "A kernel helper." in pr and "Fails on main." in pr
+    assert "Parity tests: not run" in pr and "| 4 | 10 | 5 |" in pr
+    assert "`python/tests/test_k.py`" in pr and "not written yet" in pr
+    assert any("format: 3 check(s) of the changed files clean" in line for line in lines)
+    assert any("python/tests/test_k.py: black would also change 1 place(s) the patches do not touch" in line
+               for line in lines)
+    work = mlx_like.project.root / "work" / "upstream-pr"
+    assert sh_git(work, "rev-parse", "HEAD") == result.branch_head
+    assert sh_git(work, "log", "--format=%s", "HEAD~2..HEAD").splitlines() == [
+        "Test thrice", "Add thrice"]
+
+
+def test_badly_formatted_hunks_are_reported(mlx_like: Toy, capsys: pytest.CaptureFixture[str]) -> None:
+    queue(mlx_like, "int  thrice( int x ){return 3*x;}\n",
+          "\n\nimport sys\nimport os\n\n\ndef thrice( x ):\n    return [3*x ,x, os, sys]\n")
+    summary = mlx_like.project.root / "summary.json"
+    summary.write_text('{"ok": true, "backend": "cpu", "device": "cpu", "mlx": "0.0", "suites": '
+                       '[{"name": "parity", "backend": "cpu", "passed": 7, "failed": 0, "errors": 0, "skipped": 1}]}')
+    rc = main(["-C", str(mlx_like.project.root), "upstream-pr", "--onto", "main", "--parity", str(summary)])
+    captured = capsys.readouterr()
+    assert rc == FormatError.exit_code
+    assert "mlx/k.cpp: clang-format 21.1.8 would change" in captured.out
+    assert "-int  thrice( int x ){return 3*x;}" in captured.out
+    assert "python/tests/test_k.py: black 26.1.0 would change" in captured.out
+    assert "python/tests/test_k.py: isort 7.0.0 would change" in captured.out
+    assert "-x = [1,2]" not in captured.out  # upstream's slip is not blamed on the patches
+    assert "2 file(s) fail MLX's formatting: mlx/k.cpp (clang-format 21.1.8)" in captured.err
+    pr = (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").read_text()
+    assert "**2 file(s) need formatting**" in pr and "| parity | cpu | 7 | 0 | 0 | 1 |" in pr
+
+
+def test_formatters_that_cannot_be_installed_are_reported_loudly(mlx_like: Toy, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    queue(mlx_like, "\nint thrice(int x) { return 3 * x; }\n", "\n\ndef thrice(x):\n    return 3 * x\n")
+    monkeypatch.setenv("MLX_OVERLAY_TOOLS", str(tmp_path / "no-tools"))
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "1")
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setattr(upstream_pr_mod, "has_ensurepip", lambda: False)  # the fallback path, and fast
+    rc = main(["-C", str(mlx_like.project.root), "upstream-pr", "--onto", "main"])
+    err = capsys.readouterr().err
+    assert rc == 12
+    assert "FORMATTING NOT CHECKED: cannot install clang-format==21.1.8, black==26.1.0, isort==7.0.0" in err
+    assert not (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").exists()
