@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import numpy  # noqa: F401
     except ImportError:
-        raise MissingTool("the probe needs numpy", hint="pip install numpy")
+        raise MissingTool("the probe needs numpy (pip install 'mlx-overlay[emulator]')")
     from overlay_tool import probe
 
     cfg = _config(args)
