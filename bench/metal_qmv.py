@@ -236,6 +236,8 @@ class MlxTimer:
         dt = getattr(mx, dtype)
         self.copies = []
         self._next = 0
+        if hasattr(mx, "clear_cache"):  # give the last shape's copies back
+            mx.clear_cache()
         w = (mx.random.normal((N, K)) * (1 / math.sqrt(K))).astype(dt)
         wq, s, b = mx.quantize(w, group_size=self.group_size, bits=self.bits)
         mx.eval(wq, s, b)
