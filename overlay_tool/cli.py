@@ -27,6 +27,8 @@ COMMANDS: list[str] = [
     "emulate",
     "build",
     "test",
+    "probe",
+    "bench",
 ]
 
 

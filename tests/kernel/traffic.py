@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import math
 import shutil
 import subprocess
@@ -134,11 +135,14 @@ class CountingEmulator(Emulator):
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         so = self.cache_dir / f"count-{key}.so"
         if not so.exists():
-            cpp = self.cache_dir / f"count-{key}.cpp"
+            # Unique scratch names: other processes may build the same key.
+            stem = f"count-{key}.{os.getpid()}"
+            cpp = self.cache_dir / f"{stem}.cpp"
+            tmp = self.cache_dir / f"{stem}.tmp.so"
             cpp.write_text(src)
-            tmp = so.with_suffix(".tmp.so")
             subprocess.run([cxx, *flags, "-I", str(build.SHIM_DIR), "-o", str(tmp), str(cpp)], check=True)
             tmp.replace(so)
+            cpp.unlink()
         self._load(so, todo)
         lib = self._libs[-1]
         for s in todo:

@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""Build (and optionally run) the CUDA qmv parity/timing harness.
+
+Compiles the kernel part of MLX's mlx/backend/cuda/quantized/qmm/qmv.cu twice
+with nvcc for sm_90a, against the CUTLASS/CuTe/CCCL headers that the
+mlx-cuda-13 wheel ships: once as it is at the pin (stock) and once with the
+project's patch applied (patched). Each build renames the mlx namespace
+(-Dmlx=mlx_stock / mlx_patched) so the two sets of kernels stay apart, and
+exports plain launch functions (cuda/qmv_entry.cu). cuda/qmv_bench.cu checks
+parity (every row of every M = 1..16 streamed launch bitwise equal to the
+stock kernel at M = 1) and times stock and streamed kernels.
+
+Typical use:
+
+  python3 bench/cuda_qmv.py build --mlx ../mlx-at-pin --headers WHEEL/mlx/include \
+      --fmt FMT/include --build-dir build/cuda_qmv
+  python3 bench/cuda_qmv.py run --build-dir build/cuda_qmv --out results/
+
+`--mlx` is a checkout of upstream mlx at the pin (unpatched); the patched
+qmv.cu is made from it with `patch` and patches/*-Stream-several-vectors-per-warp-in-CUDA-qmv.patch, unless
+`--patched` names a checkout that already has the queue applied.
+`--headers` is the `mlx/include` folder of an unpacked mlx-cuda-13 wheel
+(`pip download mlx-cuda-13==0.32.1 --no-deps`, then unzip), or pass
+`--wheel FILE.whl` to unpack it into the build folder. `--fmt` is an fmt >= 11
+include folder (MLX builds with fmt 12.1.0; the host headers of the TU need it).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CUDA_DIR = ROOT / "cuda"
+QMV_REL = "mlx/backend/cuda/quantized/qmm/qmv.cu"
+PATCH_GLOB = "*-Stream-several-vectors-per-warp-in-CUDA-qmv.patch"
+
+# The flags MLX's CMake uses for its CUDA sources (mlx/backend/cuda/CMakeLists.txt).
+SUPPRESS = "186,2908,2361,27,997,1394,20011,20208,177,550".split(",")
+ARCH = ["-gencode=arch=compute_90a,code=sm_90a"]
+NVFLAGS = [
+    "-std=c++20",
+    "-O3",
+    "--extended-lambda",
+    "--expt-relaxed-constexpr",
+    "-Xcompiler=-fno-strict-aliasing",
+    "-Xcudafe=" + ",".join(f"--diag_suppress={d}" for d in SUPPRESS),
+    "-DMLX_USE_CUDA",
+    "-DFMT_HEADER_ONLY=1",
+]
+
+
+class HarnessError(RuntimeError):
+    pass
+
+
+def extract_kernels(qmv_cu: str) -> str:
+    """The kernel part of qmv.cu: everything up to `} // namespace cu`."""
+    marker = "} // namespace cu\n"
+    i = qmv_cu.find(marker)
+    if i < 0:
+        raise HarnessError(f"{QMV_REL}: no '{marker.strip()}' line")
+    return qmv_cu[: i + len(marker)] + "\n} // namespace mlx::core\n"
+
+
+def packed_variant(patched_qmv_cu: str) -> str:
+    """The patched streamed kernel renamed qmv_streamed_pk_* with dequant_packed
+    (the harness's packed-fma experiment, cuda/qmv_packed_experiment.cuh)."""
+    start = patched_qmv_cu.find("// Streamed variant of qmv_kernel_impl")
+    end = patched_qmv_cu.find("__global__ void gather_qmv_kernel(")
+    if start < 0 or end < 0:
+        raise HarnessError(f"{QMV_REL}: no streamed kernel to derive the packed experiment from")
+    end = patched_qmv_cu.rfind("template <", start, end)
+    body = patched_qmv_cu[start:end]
+    dq = "dequant<elems_per_thread, has_bias>("
+    if body.count(dq) != 1:
+        raise HarnessError(f"{QMV_REL}: expected one '{dq}' in qmv_streamed_impl")
+    body = body.replace(dq, "dequant_packed<elems_per_thread, has_bias>(")
+    return body.replace("qmv_streamed_impl", "qmv_streamed_pk_impl").replace(
+        "qmv_streamed_kernel", "qmv_streamed_pk_kernel")
+
+
+def file_section(patch_text: str, path: str) -> str | None:
+    """The part of a (git format-patch) patch that changes `path`, or None."""
+    sections = re.split(r"(?m)^(?=diff --git )", patch_text)
+    for sec in sections:
+        if sec.startswith(f"diff --git a/{path} b/{path}"):
+            return sec
+    return None
+
+
+def parse_ptxas(log: str) -> list[dict]:
+    """Kernel name (mangled), registers, stack and spill bytes from `ptxas -v`."""
+    rows = []
+    current = None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '(\S+)' for '(sm_\w+)'", line)
+        if m:
+            current = {"kernel": m.group(1), "arch": m.group(2)}
+            continue
+        m = re.search(
+            r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
+            line,
+        )
+        if m and current is not None:
+            current.update(
+                stack=int(m.group(1)), spill_st=int(m.group(2)), spill_ld=int(m.group(3))
+            )
+            continue
+        m = re.search(r"Used (\d+) registers", line)
+        if m and current is not None:
+            current["regs"] = int(m.group(1))
+            rows.append(current)
+            current = None
+    return rows
+
+
+def demangle(names: list[str]) -> list[str]:
+    tool = shutil.which("c++filt") or shutil.which("cu++filt")
+    if not tool:
+        return names
+    out = subprocess.run(
+        [tool], input="\n".join(names), capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    return out if len(out) == len(names) else names
+
+
+def describe(kernel: str) -> str:
+    """Short form: qmv_streamed_kernel<rows, V, D, E, group, bias, residue, T, Q>."""
+    s = re.sub(r"mlx_\w+::core::cu::", "", kernel)
+    s = s.replace("cutlass::", "").replace("integer_subbyte<4, false>", "u4")
+    s = s.replace("unsigned char", "u8").replace("bfloat16_t", "bf16").replace("half_t", "fp16")
+    s = re.sub(r"^void ", "", s)
+    s = re.sub(r"\(.*$", "", s)
+    return s
+
+
+def ptxas_table(log: str) -> str:
+    rows = parse_ptxas(log)
+    names = demangle([r["kernel"] for r in rows])
+    lines = ["kernel | regs | stack | spill st/ld (bytes)", "---|---|---|---"]
+    for r, n in sorted(zip(rows, names), key=lambda t: describe(t[1])):
+        lines.append(
+            f"{describe(n)} | {r['regs']} | {r.get('stack', 0)} | "
+            f"{r.get('spill_st', 0)}/{r.get('spill_ld', 0)}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def run(cmd: list[str], log: Path | None = None) -> str:
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    text = p.stdout + p.stderr
+    if log is not None:
+        log.write_text(" ".join(cmd) + "\n" + text)
+    if p.returncode != 0:
+        raise HarnessError(f"command failed ({p.returncode}): {' '.join(cmd[:3])} ...\n{text[-4000:]}")
+    return text
+
+
+def make_patched_qmv(stock_src: Path, patch_file: Path, dest: Path) -> None:
+    section = file_section(patch_file.read_text(), QMV_REL)
+    if section is None:
+        raise HarnessError(f"{patch_file.name}: does not change {QMV_REL}")
+    tmp_patch = dest.with_suffix(".patch")
+    tmp_patch.write_text(section)
+    patch = shutil.which("patch")
+    if not patch:
+        raise HarnessError("the 'patch' program is needed to make the patched qmv.cu")
+    run([patch, "-s", "-o", str(dest), str(stock_src), "-i", str(tmp_patch)])
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    nvcc = shutil.which(args.nvcc)
+    if not nvcc:
+        raise HarnessError("nvcc not found")
+    bdir = Path(args.build_dir).resolve()
+    bdir.mkdir(parents=True, exist_ok=True)
+    mlx = Path(args.mlx).resolve()
+    headers = Path(args.headers).resolve() if args.headers else None
+    if args.wheel:
+        with zipfile.ZipFile(args.wheel) as z:
+            members = [n for n in z.namelist() if n.startswith("mlx/include/")]
+            z.extractall(bdir / "wheel", members)
+        headers = bdir / "wheel" / "mlx" / "include"
+    if headers is None or not (headers / "cutlass").is_dir():
+        raise HarnessError("--headers (a wheel's mlx/include with cutlass/, cute/, cccl/) is needed")
+    stock_qmv = mlx / QMV_REL
+    if not stock_qmv.is_file():
+        raise HarnessError(f"{stock_qmv}: not found (is --mlx a checkout of mlx?)")
+    (bdir / "stock_kernels.cuh").write_text(extract_kernels(stock_qmv.read_text()))
+    if args.patched:
+        patched_qmv = Path(args.patched).resolve() / QMV_REL
+    else:
+        patches = sorted((ROOT / "patches").glob(PATCH_GLOB))
+        if not patches:
+            raise HarnessError(f"patches/{PATCH_GLOB}: not found")
+        patched_qmv = bdir / "patched_qmv.cu"
+        make_patched_qmv(stock_qmv, patches[0], patched_qmv)
+    patched_text = patched_qmv.read_text()
+    (bdir / "patched_kernels.cuh").write_text(extract_kernels(patched_text))
+    (bdir / "patched_packed_kernels.cuh").write_text(packed_variant(patched_text))
+
+    incs = []
+    if args.fmt:
+        incs.append(f"-I{Path(args.fmt).resolve()}")
+    incs += [f"-I{headers / 'cccl'}", f"-I{mlx}", "-isystem", str(headers), f"-I{bdir}", f"-I{CUDA_DIR}"]
+    base = [nvcc] + NVFLAGS + ARCH + incs + (["-DQMV_LEAN"] if args.lean else [])
+    jobs = {
+        "stock": base
+        + ["-Xptxas", "-v", "-Dmlx=mlx_stock", "-DQMV_PREFIX=stock_",
+           '-DQMV_KERNELS="stock_kernels.cuh"', "-c", str(CUDA_DIR / "qmv_entry.cu"),
+           "-o", str(bdir / "stock_entry.o")],
+        "patched": base
+        + ["-Xptxas", "-v", "-Dmlx=mlx_patched", "-DQMV_PREFIX=patched_",
+           '-DQMV_KERNELS="patched_kernels.cuh"', "-DQMV_HAVE_STREAMED", "-c",
+           str(CUDA_DIR / "qmv_entry.cu"), "-o", str(bdir / "patched_entry.o")],
+        "main": [nvcc, "-std=c++17", "-O2"] + ARCH
+        + [f"-I{CUDA_DIR}", "-c", str(CUDA_DIR / "qmv_bench.cu"), "-o", str(bdir / "qmv_bench.o")],
+    }
+    with ThreadPoolExecutor(max_workers=args.jobs) as ex:
+        futs = {k: ex.submit(run, cmd, bdir / f"{k}.log") for k, cmd in jobs.items()}
+        logs = {k: f.result() for k, f in futs.items()}
+    run([nvcc] + ARCH + [str(bdir / "qmv_bench.o"), str(bdir / "stock_entry.o"),
+         str(bdir / "patched_entry.o"), "-o", str(bdir / "qmv_bench"),
+         "-Xcompiler", "-static-libstdc++", "-Xcompiler", "-static-libgcc"],
+        bdir / "link.log")
+    table = "## stock\n" + ptxas_table(logs["stock"]) + "\n## patched\n" + ptxas_table(logs["patched"])
+    (bdir / "ptxas.md").write_text(table)
+    print(table)
+    print(f"built {bdir / 'qmv_bench'}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    bdir = Path(args.build_dir).resolve()
+    exe = bdir / "qmv_bench"
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [str(exe), "--out", str(out)] + (["--quick"] if args.quick else [])
+    p = subprocess.run(cmd)
+    if (bdir / "ptxas.md").is_file():
+        shutil.copy(bdir / "ptxas.md", out / "ptxas.md")
+    return p.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="compile the stock and patched TUs and the harness")
+    b.add_argument("--mlx", required=True, help="checkout of upstream mlx at the pin")
+    b.add_argument("--patched", help="checkout with the queue applied (default: apply the CUDA patch)")
+    b.add_argument("--headers", help="mlx/include of an unpacked mlx-cuda-13 wheel")
+    b.add_argument("--wheel", help="mlx-cuda-13 wheel to take the headers from")
+    b.add_argument("--fmt", help="fmt >= 11 include folder")
+    b.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
+    b.add_argument("--build-dir", default=str(ROOT / "build" / "cuda_qmv"))
+    b.add_argument("--jobs", type=int, default=3)
+    b.add_argument("--lean", action="store_true",
+                   help="instantiate only the configurations the dispatch uses (faster build)")
+    b.set_defaults(func=cmd_build)
+    r = sub.add_parser("run", help="run the harness (needs an sm_90 GPU)")
+    r.add_argument("--build-dir", default=str(ROOT / "build" / "cuda_qmv"))
+    r.add_argument("--out", default=".")
+    r.add_argument("--quick", action="store_true")
+    r.set_defaults(func=cmd_run)
+    args = ap.parse_args(argv)
+    try:
+        return args.func(args)
+    except HarnessError as e:
+        print(f"cuda_qmv: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

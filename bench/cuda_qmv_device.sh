@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device call: environment, harness (parity + timing), stock wheel
+# baseline. Run from a folder C holding: qmv_bench (built by cuda_qmv.py
+# build), cuda_qmv_mlx.py, mlx-sm90.tar.xz (the mlx + mlx-cuda-13 wheels
+# unpacked, libmlx.so stripped and its non-sm_90 cubins zeroed to fit the
+# transfer limit) and optionally fallback.tar.xz + qmv_entry.cu/qmv_bench.cu
+# /qmv_api.h to rebuild on the device when the carried binary does not run.
+# Usage: cuda_qmv_device.sh C OUTDIR [--quick]
+set -uo pipefail
+C=$1; OUT=$2; QUICK=${3:-}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv > "$OUT/env.txt" 2>&1
+{ nvcc --version | tail -1; python3 --version; uname -r; date -u; } >> "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+BIN=$C/qmv_bench
+if ! "$BIN" --help >/dev/null 2>&1 && [ -f "$C/fallback.tar.xz" ]; then
+  echo "carried binary does not run; rebuilding on the device"
+  B=/tmp/fb; mkdir -p $B && tar -xJf "$C/fallback.tar.xz" -C $B
+  F="-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --extended-lambda --expt-relaxed-constexpr -Xcompiler=-fno-strict-aliasing -DMLX_USE_CUDA -DFMT_HEADER_ONLY=1 -I$B/include -I$B/cccl -I$B/src -isystem $B -I$B -I$C"
+  nvcc $F -Dmlx=mlx_stock -DQMV_PREFIX=stock_ '-DQMV_KERNELS="stock_kernels.cuh"' -c $C/qmv_entry.cu -o $B/s.o &
+  nvcc $F -Dmlx=mlx_patched -DQMV_PREFIX=patched_ '-DQMV_KERNELS="patched_kernels.cuh"' -DQMV_HAVE_STREAMED -c $C/qmv_entry.cu -o $B/p.o &
+  nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I$C -c $C/qmv_bench.cu -o $B/m.o &
+  wait
+  nvcc -gencode=arch=compute_90a,code=sm_90a $B/m.o $B/s.o $B/p.o -o $B/qmv_bench && BIN=$B/qmv_bench
+fi
+"$BIN" --out "$OUT" $QUICK
+echo "qmv_bench exit $?"
+mkdir -p /tmp/site && tar -xJf "$C/mlx-sm90.tar.xz" -C /tmp/site
+NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
+ln -sfn "$NV" /tmp/site/nvidia
+export PYTHONPATH=/tmp/site
+export LD_LIBRARY_PATH=$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+python3 -u "$C/cuda_qmv_mlx.py" --out "$OUT/mlx_wheel.csv" $QUICK
+echo "mlx baseline exit $?"

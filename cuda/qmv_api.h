@@ -1,0 +1,42 @@
+// Harness API around MLX's CUDA qmv kernels (mlx/backend/cuda/quantized/qmm/qmv.cu).
+// qmv_entry.cu is compiled twice: once against the stock translation unit
+// (prefix stock_) and once against the patched one (prefix patched_); the mlx
+// namespace is renamed per build (-Dmlx=...) so the two sets of kernels never
+// merge at link time.
+#pragma once
+
+#include <cuda_runtime.h>
+
+struct QmvArgs {
+  int dtype;  // 0 = bfloat16, 1 = float16
+  int bits;   // 4 or 8 (affine, with biases)
+  int group;  // 64
+  const void* x;       // [l, m, k]
+  const void* w;       // [n, k * bits / 32] uint32
+  const void* scales;  // [n, k / group]
+  const void* biases;  // [n, k / group]
+  void* out;           // [l, m, n]
+  int m, n, k, l;
+  bool broadcast_w;
+  cudaStream_t stream;
+};
+
+#define QMV_DECLARE(prefix)                                                  \
+  /* cu::qmv: the stock launcher (one warp per row and vector). */          \
+  int prefix##qmv(const QmvArgs* a);                                         \
+  /* cu::qmv_streamed as mlx::core::qmv picks it (patched only; -1 else). */ \
+  int prefix##qmv_streamed_auto(const QmvArgs* a);                           \
+  /* qmv_streamed_kernel with R rows and V vectors per warp, D tiles of    \
+     prefetch, 4 x G warps per block (patched only; -1 where not            \
+     instantiated). */                                                      \
+  int prefix##qmv_streamed(const QmvArgs* a, int R, int V, int G, int D);   \
+  /* qmv_streamed_smem_kernel: W warps per block, R rows and V vectors    \
+     per warp, D-stage cp.async ring (patched only; -1 where not           \
+     instantiated, -3 where it does not fit). */                            \
+  int prefix##qmv_streamed_smem(const QmvArgs* a, int W, int R, int V, int D); \
+  /* qmv_streamed_pk_kernel (experiment: packed fma.rn scale/bias step),   \
+     4 warps per block (patched only; -1 where not instantiated). */        \
+  int prefix##qmv_streamed_pk(const QmvArgs* a, int R, int V, int D);
+
+QMV_DECLARE(stock_)
+QMV_DECLARE(patched_)

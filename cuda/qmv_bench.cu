@@ -1,0 +1,615 @@
+// Parity and timing harness for MLX's CUDA qmv (stock) against the streamed
+// variant (patched), called through raw device pointers (see qmv_api.h).
+//
+// Parity: for every shape/dtype/bits and every M in 1..16, every row of every
+// streamed launch is compared bitwise with the stock kernel run at M = 1 on
+// that row alone; outputs are poisoned before each launch. Numerics: a few
+// rows of the stock M = 1 result against a float64 CPU reference.
+// Timing: CUDA graphs of R launches, each on its own weight set (R sets span
+// more than 256 MB, far beyond the 50 MB L2), replayed after a warm-up; the
+// figure is the median over replays of (replay time / R), so it includes the
+// small gaps between kernels of a graph.
+//
+// Usage: qmv_bench [--quick] [--out DIR]
+#include "qmv_api.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#define CK(call)                                                          \
+  do {                                                                    \
+    cudaError_t e_ = (call);                                              \
+    if (e_ != cudaSuccess) {                                              \
+      fprintf(stderr, "CUDA error %s at %s:%d: %s\n", #call, __FILE__,    \
+              __LINE__, cudaGetErrorString(e_));                          \
+      exit(2);                                                            \
+    }                                                                     \
+  } while (0)
+
+static FILE* g_csv = nullptr;
+static FILE* g_log = nullptr;
+
+static void logf(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  if (g_log) {
+    va_start(ap, fmt);
+    vfprintf(g_log, fmt, ap);
+    va_end(ap);
+    fflush(g_log);
+  }
+  fflush(stdout);
+}
+
+__device__ __forceinline__ uint32_t hash32(uint64_t i, uint32_t seed) {
+  uint64_t z = i * 0x9E3779B97F4A7C15ull + (uint64_t(seed) << 32) + seed;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return uint32_t((z ^ (z >> 31)) >> 16);
+}
+
+__global__ void fill_u32(uint32_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    p[i] = hash32(i, seed);
+}
+
+// kind 0: x ~ U(-1, 1); 1: scales ~ s0 * U(0.5, 1.5); 2: biases ~
+// -(2^bits - 1)/2 * s0 * U(0.8, 1.2)
+template <typename T>
+__global__ void fill_vals(T* p, size_t n, uint32_t seed, int kind, float s0,
+                          float half_range) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    float u = (hash32(i, seed) & 0xFFFFFF) / float(1 << 24);
+    float v;
+    if (kind == 0)
+      v = 2.f * u - 1.f;
+    else if (kind == 1)
+      v = s0 * (0.5f + u);
+    else
+      v = -half_range * s0 * (0.8f + 0.4f * u);
+    p[i] = T(v);
+  }
+}
+
+static float to_float(uint16_t h, int dtype) {
+  if (dtype == 0) {
+    uint32_t u = uint32_t(h) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  __half_raw r;
+  r.x = h;
+  return __half2float(__half(r));
+}
+
+struct Shape {
+  int n, k;
+};
+
+struct Sets {
+  // R weight sets (w, scales, biases) and the x / out buffers.
+  int R;
+  std::vector<void*> w, s, b;
+};
+
+static const int kGroup = 64;
+
+static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
+                         const void* s, const void* b, void* out, int m,
+                         int n, int k, cudaStream_t st) {
+  QmvArgs a{};
+  a.dtype = dtype;
+  a.bits = bits;
+  a.group = kGroup;
+  a.x = x;
+  a.w = w;
+  a.scales = s;
+  a.biases = b;
+  a.out = out;
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  a.l = 1;
+  a.broadcast_w = true;
+  a.stream = st;
+  return a;
+}
+
+enum Impl { STOCK = 0, PATCHED_QMV = 1, AUTO = 2, EXPLICIT = 3, SMEM = 4, PACKED = 5 };
+
+static int launch(Impl impl, const QmvArgs& a, int R = 0, int V = 0,
+                  int G = 0, int D = 0) {
+  switch (impl) {
+    case STOCK:
+      return stock_qmv(&a);
+    case PATCHED_QMV:
+      return patched_qmv(&a);
+    case AUTO:
+      return patched_qmv_streamed_auto(&a);
+    case EXPLICIT:
+      return patched_qmv_streamed(&a, R, V, G, D);
+    case SMEM:  // G is the number of warps per block
+      return patched_qmv_streamed_smem(&a, G, R, V, D);
+    case PACKED:
+      return patched_qmv_streamed_pk(&a, R, V, D);
+  }
+  return -1;
+}
+
+static const char* impl_name(Impl i) {
+  switch (i) {
+    case STOCK:
+      return "stock_qmv";
+    case PATCHED_QMV:
+      return "patched_qmv_kernel";
+    case AUTO:
+      return "streamed_auto";
+    case EXPLICIT:
+      return "streamed";
+    case SMEM:
+      return "streamed_smem";
+    case PACKED:
+      return "streamed_packed";
+  }
+  return "?";
+}
+
+// Median time per launch (us) over graph replays of R launches, one per set.
+static double time_impl(Impl impl, int dtype, int bits, const Shape& sh,
+                        const Sets& sets, const void* x, void* out, int m,
+                        cudaStream_t st, int R, int V, int G, int D,
+                        int reps) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  int rc = 0;
+  for (int r = 0; r < sets.R; ++r) {
+    QmvArgs a = make_args(dtype, bits, x, sets.w[r], sets.s[r], sets.b[r],
+                          out, m, sh.n, sh.k, st);
+    rc |= launch(impl, a, R, V, G, D);
+  }
+  CK(cudaStreamEndCapture(st, &graph));
+  if (rc != 0) {
+    cudaGraphDestroy(graph);
+    return -1;
+  }
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(exec, st));
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(e0, st));
+    CK(cudaGraphLaunch(exec, st));
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 1e3 / sets.R);
+  }
+  CK(cudaGetLastError());
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Batched products (B > 1), weights per batch or broadcast: every row of the
+// streamed dispatch against the stock kernel at M = 1, B = 1 on that row.
+static bool batch_parity(cudaStream_t st, long long& rows_checked) {
+  const int N = 2048, K = 4096, L = 3;
+  bool ok = true;
+  for (int dtype = 0; dtype < 2; ++dtype) {
+    for (int bits : {4, 8}) {
+      size_t w_bytes = size_t(N) * K * bits / 8, sb = size_t(N) * K / kGroup;
+      size_t max_vecs = size_t(L) * 16;
+      void *w, *sc, *bi, *x, *ref, *out;
+      CK(cudaMalloc(&w, L * w_bytes));
+      CK(cudaMalloc(&sc, L * sb * 2));
+      CK(cudaMalloc(&bi, L * sb * 2));
+      CK(cudaMalloc(&x, max_vecs * K * 2));
+      CK(cudaMalloc(&ref, max_vecs * N * 2));
+      CK(cudaMalloc(&out, max_vecs * N * 2));
+      uint32_t seed = 77 + dtype * 3 + bits;
+      fill_u32<<<1024, 256, 0, st>>>((uint32_t*)w, L * w_bytes / 4, seed);
+      float s0 = bits == 4 ? 0.004f : 0.00025f, hr = bits == 4 ? 7.5f : 127.5f;
+      if (dtype == 0) {
+        fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)sc, L * sb, seed + 1, 1, s0, hr);
+        fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)bi, L * sb, seed + 1, 2, s0, hr);
+        fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)x, max_vecs * K, seed + 2, 0, 0, 0);
+      } else {
+        fill_vals<<<256, 256, 0, st>>>((__half*)sc, L * sb, seed + 1, 1, s0, hr);
+        fill_vals<<<256, 256, 0, st>>>((__half*)bi, L * sb, seed + 1, 2, s0, hr);
+        fill_vals<<<256, 256, 0, st>>>((__half*)x, max_vecs * K, seed + 2, 0, 0, 0);
+      }
+      CK(cudaGetLastError());
+      std::vector<uint16_t> h_ref(max_vecs * N), h_out(max_vecs * N);
+      for (bool bcast : {false, true}) {
+        for (int m : {1, 2, 3, 4, 5, 7, 16}) {
+          for (int l = 0; l < L; ++l) {
+            int wl = bcast ? 0 : l;
+            for (int i = 0; i < m; ++i) {
+              size_t v = size_t(l) * m + i;
+              QmvArgs a = make_args(dtype, bits, (const char*)x + v * K * 2,
+                                    (const char*)w + wl * w_bytes,
+                                    (const char*)sc + wl * sb * 2,
+                                    (const char*)bi + wl * sb * 2,
+                                    (char*)ref + v * N * 2, 1, N, K, st);
+              if (stock_qmv(&a) != 0) return false;
+            }
+          }
+          CK(cudaMemsetAsync(out, 0xFF, max_vecs * N * 2, st));
+          QmvArgs a = make_args(dtype, bits, x, w, sc, bi, out, m, N, K, st);
+          a.l = L;
+          a.broadcast_w = bcast;
+          if (patched_qmv_streamed_auto(&a) != 0) return false;
+          CK(cudaStreamSynchronize(st));
+          CK(cudaGetLastError());
+          size_t cnt = size_t(L) * m * N;
+          CK(cudaMemcpy(h_ref.data(), ref, cnt * 2, cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(h_out.data(), out, cnt * 2, cudaMemcpyDeviceToHost));
+          size_t bad = 0;
+          for (size_t i = 0; i < cnt; ++i) bad += h_ref[i] != h_out[i];
+          rows_checked += L * m;
+          if (bad) {
+            ok = false;
+            logf("BATCH MISMATCH %s %d-bit B=%d M=%d broadcast=%d: %zu of %zu\n",
+                 dtype == 0 ? "bf16" : "fp16", bits, L, m, int(bcast), bad, cnt);
+          }
+        }
+      }
+      cudaFree(w); cudaFree(sc); cudaFree(bi); cudaFree(x); cudaFree(ref); cudaFree(out);
+    }
+  }
+  return ok;
+}
+
+int main(int argc, char** argv) {
+  bool quick = false, batch_only = false;
+  std::string outdir = ".";
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--help")) {
+      printf("usage: qmv_bench [--quick] [--batch-only] [--out DIR]\n");
+      return 0;
+    }
+    if (!strcmp(argv[i], "--quick")) quick = true;
+    if (!strcmp(argv[i], "--batch-only")) batch_only = true;
+    if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
+  }
+  g_csv = fopen((outdir + "/cuda_qmv_timing.csv").c_str(), "w");
+  g_log = fopen((outdir + "/cuda_qmv_log.txt").c_str(), "w");
+  fprintf(g_csv, "shape,dtype,bits,impl,R,V,G,D,M,us,GBps,stock_m1_us\n");
+
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  int rt, drv;
+  cudaRuntimeGetVersion(&rt);
+  cudaDriverGetVersion(&drv);
+  logf("device: %s, %d SMs, L2 %d MB, cc %d.%d, runtime %d, driver %d\n",
+       prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20,
+       prop.major, prop.minor, rt, drv);
+
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+
+  // Copy-bandwidth ceiling: 2 GiB device-to-device copy.
+  {
+    size_t bytes = size_t(2) << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, bytes));
+    CK(cudaMalloc(&b, bytes));
+    CK(cudaMemsetAsync(a, 1, bytes, st));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<double> t;
+    for (int i = 0; i < 6; ++i) {
+      CK(cudaEventRecord(e0, st));
+      CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, st));
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i > 0) t.push_back(2.0 * bytes / (ms * 1e-3) / 1e9);
+    }
+    std::sort(t.begin(), t.end());
+    logf("copy bandwidth (read + write): %.0f GB/s\n", t[t.size() / 2]);
+    cudaFree(a);
+    cudaFree(b);
+  }
+
+  {
+    long long batch_rows = 0;
+    bool bok = batch_parity(st, batch_rows);
+    logf("BATCH PARITY %s: B = 3, weights per batch and broadcast, M in "
+         "{1,2,3,4,5,7,16}, %lld rows bitwise against stock M=1 B=1\n",
+         bok ? "OK" : "FAILED", batch_rows);
+    if (batch_only) return bok ? 0 : 1;
+    if (!bok) return 1;
+  }
+  std::vector<Shape> shapes = {{14336, 4096}, {4096, 14336}, {4096, 4096}};
+  const int reps = quick ? 10 : 30;
+  const int kMaxM = 16;
+  bool all_ok = true;
+  long long rows_checked = 0, launches_checked = 0;
+
+  for (const Shape& sh : shapes) {
+    for (int dtype = 0; dtype < 2; ++dtype) {
+      for (int bits : {4, 8}) {
+        const char* dname = dtype == 0 ? "bf16" : "fp16";
+        char label[64];
+        snprintf(label, sizeof(label), "%dx%d", sh.k, sh.n);
+        size_t w_bytes = size_t(sh.n) * sh.k * bits / 8;
+        size_t sb_elems = size_t(sh.n) * (sh.k / kGroup);
+        size_t set_bytes = w_bytes + 2 * sb_elems * 2;
+        Sets sets;
+        sets.R = int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
+        uint32_t seed = 1000 * sh.n + sh.k + 7 * dtype + bits;
+        for (int r = 0; r < sets.R; ++r) {
+          void *w, *s, *b;
+          CK(cudaMalloc(&w, w_bytes));
+          CK(cudaMalloc(&s, sb_elems * 2));
+          CK(cudaMalloc(&b, sb_elems * 2));
+          fill_u32<<<1024, 256, 0, st>>>((uint32_t*)w, w_bytes / 4,
+                                         seed * 31 + r);
+          float s0 = bits == 4 ? 0.004f : 0.00025f;
+          float hr = bits == 4 ? 7.5f : 127.5f;
+          if (dtype == 0) {
+            fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)s, sb_elems,
+                                           seed * 37 + r, 1, s0, hr);
+            fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)b, sb_elems,
+                                           seed * 37 + r, 2, s0, hr);
+          } else {
+            fill_vals<<<256, 256, 0, st>>>((__half*)s, sb_elems,
+                                           seed * 37 + r, 1, s0, hr);
+            fill_vals<<<256, 256, 0, st>>>((__half*)b, sb_elems,
+                                           seed * 37 + r, 2, s0, hr);
+          }
+          CK(cudaGetLastError());
+          sets.w.push_back(w);
+          sets.s.push_back(s);
+          sets.b.push_back(b);
+        }
+        size_t x_elems = size_t(kMaxM) * sh.k;
+        void* x;
+        CK(cudaMalloc(&x, x_elems * 2));
+        if (dtype == 0)
+          fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)x, x_elems,
+                                         seed * 41, 0, 0, 0);
+        else
+          fill_vals<<<256, 256, 0, st>>>((__half*)x, x_elems, seed * 41, 0,
+                                         0, 0);
+        size_t out_elems = size_t(kMaxM) * sh.n;
+        void *ref, *out;
+        CK(cudaMalloc(&ref, out_elems * 2));
+        CK(cudaMalloc(&out, out_elems * 2));
+        CK(cudaStreamSynchronize(st));
+
+        // ---- Parity, on weight set 0 ----
+        // Reference: stock qmv at M = 1, one launch per row of x.
+        for (int i = 0; i < kMaxM; ++i) {
+          QmvArgs a = make_args(dtype, bits, (const char*)x + size_t(i) * sh.k * 2,
+                                sets.w[0], sets.s[0], sets.b[0],
+                                (char*)ref + size_t(i) * sh.n * 2, 1, sh.n,
+                                sh.k, st);
+          if (stock_qmv(&a) != 0) {
+            logf("stock launch failed\n");
+            return 2;
+          }
+        }
+        CK(cudaStreamSynchronize(st));
+        std::vector<uint16_t> h_ref(out_elems), h_out(out_elems);
+        CK(cudaMemcpy(h_ref.data(), ref, out_elems * 2, cudaMemcpyDeviceToHost));
+
+        // Numerics: stock M = 1 rows 0..3 of vector 0 and 5 against float64.
+        {
+          int rows[4] = {0, 1, sh.n / 2, sh.n - 1};
+          std::vector<uint8_t> hw(size_t(sh.k) * bits / 8);
+          std::vector<uint16_t> hs(sh.k / kGroup), hb(sh.k / kGroup), hx(sh.k);
+          double max_rel = 0;
+          for (int vi : {0, 5}) {
+            CK(cudaMemcpy(hx.data(), (const char*)x + size_t(vi) * sh.k * 2,
+                          sh.k * 2, cudaMemcpyDeviceToHost));
+            for (int row : rows) {
+              CK(cudaMemcpy(hw.data(), (const char*)sets.w[0] + size_t(row) * hw.size(),
+                            hw.size(), cudaMemcpyDeviceToHost));
+              CK(cudaMemcpy(hs.data(), (const char*)sets.s[0] + size_t(row) * hs.size() * 2,
+                            hs.size() * 2, cudaMemcpyDeviceToHost));
+              CK(cudaMemcpy(hb.data(), (const char*)sets.b[0] + size_t(row) * hb.size() * 2,
+                            hb.size() * 2, cudaMemcpyDeviceToHost));
+              double acc = 0, mag = 0;
+              for (int j = 0; j < sh.k; ++j) {
+                int q = bits == 8 ? hw[j] : ((hw[j / 2] >> (4 * (j & 1))) & 15);
+                double wd = q * (double)to_float(hs[j / kGroup], dtype) +
+                    (double)to_float(hb[j / kGroup], dtype);
+                double xv = to_float(hx[j], dtype);
+                acc += wd * xv;
+                mag += std::fabs(wd * xv);
+              }
+              double got = to_float(h_ref[size_t(vi) * sh.n + row], dtype);
+              max_rel = std::max(max_rel, std::fabs(got - acc) / mag);
+            }
+          }
+          bool ok = max_rel < 2e-2;
+          all_ok &= ok;
+          logf("%s %s %d-bit: stock M=1 vs float64 max |err|/sum|x*w| = %.2e %s\n",
+               label, dname, bits, max_rel, ok ? "ok" : "FAIL");
+        }
+
+        struct Variant {
+          Impl impl;
+          int R, V, G, D;
+        };
+        std::vector<Variant> variants = {{STOCK, 0, 0, 0, 0},
+                                         {PATCHED_QMV, 0, 0, 0, 0},
+                                         {AUTO, 0, 0, 0, 0}};
+        // The (R, V, D) instantiated in qmv_entry.cu.
+        const int rvd[][3] = {{1, 1, 2}, {1, 1, 4}, {2, 1, 2}, {2, 1, 4},
+                              {4, 1, 2}, {4, 1, 4}, {1, 2, 2}, {2, 2, 2},
+                              {4, 2, 2}, {1, 4, 2}, {2, 4, 2}, {4, 4, 2},
+                              {1, 8, 2}, {2, 8, 2}};
+        for (auto& c : rvd)
+          for (int G : {1, 2}) variants.push_back({EXPLICIT, c[0], c[1], G, c[2]});
+        // (W, R, V, D) instantiated in qmv_entry.cu; W goes in the G field.
+        const int wrvd[][4] = {{4, 1, 1, 8}, {4, 2, 1, 8}, {4, 4, 1, 4},
+                               {4, 2, 2, 4}, {4, 4, 2, 4}, {4, 2, 4, 4},
+                               {4, 4, 4, 4}, {4, 1, 8, 4}, {4, 2, 8, 4},
+                               {8, 1, 1, 8}, {8, 2, 1, 8}, {8, 4, 1, 4},
+                               {8, 2, 2, 4}, {8, 4, 2, 4}, {8, 2, 4, 4},
+                               {8, 4, 4, 4}, {8, 1, 8, 4}, {8, 2, 8, 4}};
+        for (auto& c : wrvd) variants.push_back({SMEM, c[1], c[2], c[0], c[3]});
+        const int pk[][3] = {{1, 1, 2}, {2, 1, 2}, {1, 2, 2}, {4, 4, 2}, {2, 8, 2}};
+        for (auto& c : pk) variants.push_back({PACKED, c[0], c[1], 1, c[2]});
+        int mismatched_launches = 0;
+        for (const Variant& v : variants) {
+          for (int m = 1; m <= kMaxM; ++m) {
+            CK(cudaMemsetAsync(out, 0xFF, out_elems * 2, st));
+            QmvArgs a = make_args(dtype, bits, x, sets.w[0], sets.s[0],
+                                  sets.b[0], out, m, sh.n, sh.k, st);
+            int rc = launch(v.impl, a, v.R, v.V, v.G, v.D);
+            if (rc == -3) continue;  // does not fit in shared memory
+            if (rc != 0) {
+              logf("launch %s R=%d V=%d G=%d D=%d failed rc=%d\n",
+                   impl_name(v.impl), v.R, v.V, v.G, v.D, rc);
+              all_ok = false;
+              continue;
+            }
+            CK(cudaStreamSynchronize(st));
+            CK(cudaGetLastError());
+            CK(cudaMemcpy(h_out.data(), out, size_t(m) * sh.n * 2,
+                          cudaMemcpyDeviceToHost));
+            size_t bad = 0;
+            for (size_t i = 0; i < size_t(m) * sh.n; ++i)
+              bad += h_out[i] != h_ref[i];
+            rows_checked += m;
+            launches_checked++;
+            if (bad) {
+              mismatched_launches++;
+              all_ok = false;
+              logf("MISMATCH %s %s %d-bit %s R=%d V=%d G=%d D=%d M=%d: %zu of "
+                   "%zu outputs differ from stock M=1\n",
+                   label, dname, bits, impl_name(v.impl), v.R, v.V, v.G, v.D, m,
+                   bad, size_t(m) * sh.n);
+            }
+          }
+        }
+        logf("%s %s %d-bit: parity %s (%zu variants x M=1..16, bitwise vs "
+             "stock M=1)\n",
+             label, dname, bits, mismatched_launches ? "FAILED" : "ok",
+             variants.size());
+
+        // ---- Timing ----
+        double stock1 = time_impl(STOCK, dtype, bits, sh, sets, x, out, 1, st,
+                                  0, 0, 0, 0, reps);
+        auto record = [&](Impl impl, int R, int V, int G, int D, int m,
+                          double us) {
+          double gbps = us > 0 ? set_bytes / (us * 1e-6) / 1e9 : 0;
+          fprintf(g_csv, "%s,%s,%d,%s,%d,%d,%d,%d,%d,%.2f,%.0f,%.2f\n", label,
+                  dname, bits, impl_name(impl), R, V, G, D, m, us, gbps, stock1);
+          fflush(g_csv);
+        };
+        record(STOCK, 0, 0, 0, 0, 1, stock1);
+        std::vector<int> ms_stock = {2, 4, 8, 16};
+        std::vector<double> auto_us(kMaxM + 1, 0), stock_us(kMaxM + 1, 0);
+        stock_us[1] = stock1;
+        for (int m : ms_stock) {
+          stock_us[m] = time_impl(STOCK, dtype, bits, sh, sets, x, out, m, st,
+                                  0, 0, 0, 0, reps);
+          record(STOCK, 0, 0, 0, 0, m, stock_us[m]);
+        }
+        for (int m = 1; m <= kMaxM; ++m) {
+          if (quick && m != 1 && m != 2 && m != 4 && m != 8 && m != 16)
+            continue;
+          auto_us[m] = time_impl(AUTO, dtype, bits, sh, sets, x, out, m, st,
+                                 0, 0, 0, 0, reps);
+          record(AUTO, 0, 0, 0, 0, m, auto_us[m]);
+        }
+        // Explicit configurations at M in {1, 2, 3, 4, 6, 8, 12, 16}.
+        double best[kMaxM + 1];
+        int bestR[kMaxM + 1], bestV[kMaxM + 1], bestG[kMaxM + 1],
+            bestD[kMaxM + 1];
+        Impl bestI[kMaxM + 1];
+        const std::vector<int> ms_explicit = {1, 2, 3, 4, 6, 8, 12, 16};
+        for (int m : ms_explicit) {
+          best[m] = 1e30;
+          for (const Variant& v : variants) {
+            if (v.impl != EXPLICIT && v.impl != SMEM && v.impl != PACKED) continue;
+            if (v.V >= 2 * m) continue;  // mostly idle vectors
+            if (v.impl == EXPLICIT && (m + v.V - 1) / v.V < v.G && v.G > 1)
+              continue;  // same as a smaller G
+            double us = time_impl(v.impl, dtype, bits, sh, sets, x, out, m,
+                                  st, v.R, v.V, v.G, v.D, reps);
+            if (us < 0) continue;
+            record(v.impl, v.R, v.V, v.G, v.D, m, us);
+            if (us > 0 && us < best[m]) {
+              best[m] = us;
+              bestI[m] = v.impl;
+              bestR[m] = v.R;
+              bestV[m] = v.V;
+              bestG[m] = v.G;
+              bestD[m] = v.D;
+            }
+          }
+        }
+        double stock1_again = time_impl(STOCK, dtype, bits, sh, sets, x, out,
+                                        1, st, 0, 0, 0, 0, reps);
+        record(STOCK, 0, 0, 0, 0, 1, stock1_again);
+        logf("%s %s %d-bit timing (us/launch; stock M=1 %.2f us = %.0f GB/s; "
+             "timed again at the end: %.2f us)\n",
+             label, dname, bits, stock1, set_bytes / (stock1 * 1e-6) / 1e9,
+             stock1_again);
+        logf("   M | stock qmv | streamed(auto) | auto/stockM1 | best explicit\n");
+        for (int m = 1; m <= kMaxM; ++m) {
+          bool has_best = std::find(ms_explicit.begin(), ms_explicit.end(), m) !=
+              ms_explicit.end();
+          if (auto_us[m] == 0 && !has_best) continue;
+          char sb[32] = "", bb[96] = "";
+          if (stock_us[m] > 0) snprintf(sb, sizeof(sb), "%9.2f", stock_us[m]);
+          if (has_best)
+            snprintf(bb, sizeof(bb), "%7.2f %s (%d,%d,%d,%d)", best[m],
+                     bestI[m] == SMEM ? "smem W,R,V,D"
+                                      : bestI[m] == PACKED ? "packed R,V,G,D"
+                                                           : "reg R,V,G,D",
+                     bestR[m] == 0 ? 0 : (bestI[m] == SMEM ? bestG[m] : bestR[m]),
+                     bestI[m] == SMEM ? bestR[m] : bestV[m],
+                     bestI[m] == SMEM ? bestV[m] : bestG[m], bestD[m]);
+          logf("  %2d | %9s | %14.2f | %12.2f | %s\n", m, sb, auto_us[m],
+               auto_us[m] / stock1, bb);
+        }
+
+        for (int r = 0; r < sets.R; ++r) {
+          cudaFree(sets.w[r]);
+          cudaFree(sets.s[r]);
+          cudaFree(sets.b[r]);
+        }
+        cudaFree(x);
+        cudaFree(ref);
+        cudaFree(out);
+      }
+    }
+  }
+  logf("PARITY %s: %lld launches, %lld rows checked bitwise against stock M=1\n",
+       all_ok ? "OK" : "FAILED", launches_checked, rows_checked);
+  fclose(g_csv);
+  fclose(g_log);
+  return all_ok ? 0 : 1;
+}

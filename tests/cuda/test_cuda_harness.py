@@ -1,0 +1,147 @@
+"""The CUDA streamed-qmv harness (cuda/, bench/cuda_qmv.py) and its patches.
+
+CI has no GPU: the GPU figures come from recorded runs (docs/benchmarks.md).
+Here, everywhere: the harness helpers, the series fragment, and the patch
+applying to the pin with the kernels it promises. Where nvcc exists (and the
+wheel's CUTLASS/CuTe/CCCL headers and fmt >= 11 are given): the harness
+compiles host-side (nvcc, sm_90a); the GPU run happens only with an sm_90 GPU.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import cuda_qmv  # bench/cuda_qmv.py (conftest puts bench/ on sys.path)
+
+ROOT = Path(__file__).resolve().parents[2]
+PATCHES = ROOT / "patches"
+QMV = "mlx/backend/cuda/quantized/qmm/qmv.cu"
+QUANTIZED = "mlx/backend/cuda/quantized/quantized.cpp"
+
+
+def cuda_patch() -> Path:
+    found = sorted(PATCHES.glob(cuda_qmv.PATCH_GLOB))
+    assert len(found) == 1, f"patches/{cuda_qmv.PATCH_GLOB}: {len(found)} found"
+    return found[0]
+
+
+def test_kernel_patch_is_for_upstream_and_the_routing_overlay_only() -> None:
+    kinds = dict(
+        ln.split()[:2]
+        for ln in (PATCHES / "series").read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    )
+    assert kinds[cuda_patch().name] == "upstream"
+    routing = [n for n in kinds if "keep-CUDA-products-up-to-16" in n]
+    assert len(routing) == 1 and kinds[routing[0]] == "overlay"
+    text = (PATCHES / routing[0]).read_text()
+    assert re.findall(r"(?m)^diff --git a/(\S+) b/", text) == [QUANTIZED]
+
+
+def test_patch_touches_the_kernel_only() -> None:
+    text = cuda_patch().read_text()
+    files = re.findall(r"(?m)^diff --git a/(\S+) b/", text)
+    assert files == [QMV]
+    qmv = cuda_qmv.file_section(text, QMV)
+    assert qmv is not None and "qmv_streamed_kernel" in qmv
+    assert cuda_qmv.file_section(text, "no/such/file") is None
+    # format-patch --zero-commit --full-index --no-signature
+    assert text.startswith("From 0000000000000000000000000000000000000000 ")
+    assert re.search(r"(?m)^index [0-9a-f]{40}\.\.[0-9a-f]{40}", text)
+    assert not text.rstrip().endswith("--")
+
+
+def test_extract_kernels_keeps_the_cu_namespace_only() -> None:
+    src = (
+        "#include <x>\nnamespace mlx::core {\nnamespace cu {\nK\n"
+        "} // namespace cu\n\nvoid host() {}\n} // namespace mlx::core\n"
+    )
+    out = cuda_qmv.extract_kernels(src)
+    assert "K\n} // namespace cu\n" in out and "host" not in out
+    assert out.rstrip().endswith("} // namespace mlx::core")
+    with pytest.raises(cuda_qmv.HarnessError):
+        cuda_qmv.extract_kernels("no namespace here")
+
+
+def test_parse_ptxas_registers_and_spills() -> None:
+    log = (
+        "ptxas info    : Compiling entry function '_Z3fooILi1EEvv' for 'sm_90a'\n"
+        "ptxas info    : Function properties for _Z3fooILi1EEvv\n"
+        "    24 bytes stack frame, 24 bytes spill stores, 48 bytes spill loads\n"
+        "ptxas info    : Used 255 registers, used 1 barriers, 400 bytes cmem[0]\n"
+    )
+    (row,) = cuda_qmv.parse_ptxas(log)
+    assert row["regs"] == 255 and row["spill_st"] == 24 and row["spill_ld"] == 48
+    assert row["arch"] == "sm_90a"
+
+
+@pytest.mark.integration
+def test_queue_keeps_stock_kernel_and_adds_the_streamed_one(
+    pinned_checkout: Path, patched_checkout: Path
+) -> None:
+    patched = (patched_checkout / QMV).read_text()
+    kernels = cuda_qmv.extract_kernels(patched)
+    for name in ("qmv_kernel(", "qmv_streamed_kernel(", "dequant_fma(", "fma_accumulate("):
+        assert name in kernels, name
+    packed = cuda_qmv.packed_variant(patched)
+    assert "qmv_streamed_pk_kernel(" in packed and "dequant_packed<" in packed
+    assert "qmv_streamed_kernel" not in packed
+    # The stock kernel body is untouched: only helpers it calls were split.
+    stock = (pinned_checkout / QMV).read_text()
+    start = stock.index("__device__ __forceinline__ void qmv_kernel_impl(")
+    end = stock.index("__global__ void qmv_kernel(")
+    assert stock[start:end] in patched
+
+
+def _nvcc_inputs() -> tuple[str, Path, Path] | str:
+    nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+    if not nvcc:
+        return "nvcc not found: the CUDA harness is compiled only where nvcc exists"
+    headers = os.environ.get("MLX_CUDA_HEADERS")  # a wheel's mlx/include
+    if not headers:
+        try:
+            import mlx  # type: ignore
+
+            cand = Path(list(mlx.__path__)[0]) / "include"
+            headers = str(cand) if (cand / "cutlass").is_dir() else None
+        except ImportError:
+            headers = None
+    if not headers or not (Path(headers) / "cutlass").is_dir():
+        return "no CUTLASS headers: set MLX_CUDA_HEADERS to an mlx-cuda-13 wheel's mlx/include"
+    fmt = os.environ.get("MLX_OVERLAY_FMT_INCLUDE")
+    if not fmt or not (Path(fmt) / "fmt" / "base.h").is_file():
+        return "no fmt >= 11 headers: set MLX_OVERLAY_FMT_INCLUDE to an fmt include folder"
+    return nvcc, Path(headers), Path(fmt)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_harness_compiles_and_runs_where_possible(
+    pinned_checkout: Path, tmp_path: Path
+) -> None:
+    inputs = _nvcc_inputs()
+    if isinstance(inputs, str):
+        pytest.skip(inputs)
+    nvcc, headers, fmt = inputs
+    bdir = tmp_path / "build"
+    rc = cuda_qmv.main([
+        "build", "--mlx", str(pinned_checkout), "--headers", str(headers),
+        "--fmt", str(fmt), "--nvcc", nvcc, "--build-dir", str(bdir), "--lean",
+    ])
+    assert rc == 0
+    ptxas = (bdir / "ptxas.md").read_text()
+    assert "qmv_streamed_kernel" in ptxas and "qmv_kernel" in ptxas
+    smi = shutil.which("nvidia-smi")
+    cc = ""
+    if smi:
+        p = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+        cc = p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else ""
+    if cc != "9.0":
+        pytest.skip(f"harness built; GPU run skipped: needs an sm_90 GPU (found: {cc or 'none'})")
+    assert cuda_qmv.main(["run", "--build-dir", str(bdir), "--out", str(tmp_path), "--quick"]) == 0
