@@ -25,6 +25,8 @@ COMMANDS: list[str] = [
     "drift",
     "upstream-pr",
     "emulate",
+    "build",
+    "test",
     "probe",
     "bench",
 ]
