@@ -9,6 +9,8 @@ import pytest
 
 from conftest import sh_git
 from overlay_tool.drift import collect
+from overlay_tool.emulator import Emulator
+from overlay_tool.emulator.parity import sweep
 from overlay_tool.project import Project
 from overlay_tool.rebase import Rebaser, state_dir
 from overlay_tool.replay import APPLIED
@@ -44,6 +46,15 @@ def test_real_bump_to_846d176_in_a_scratch_copy(project: Project, upstream_cache
     assert sh_git(copy.work_dir, "rev-parse", "refs/overlay/base") == TARGET
     assert not state_dir(copy).exists()
     assert project.pin_path.read_bytes() == pin_before  # the real pin.toml is left alone
+
+    # The parity proof still holds on the rebased queue: every streamed row
+    # equals the M = 1 kernel's on the bumped header, and the negative control
+    # (stock qmv_wide) still differs there.
+    emu = Emulator(copy.work_dir / "mlx/backend/metal/kernels/quantized.h")
+    streamed = sweep(emu, "qmv_streamed", ms=range(2, 7))
+    assert streamed.compared and not streamed.differing, streamed.mismatches[:5]
+    wide = sweep(emu, "qmv_wide", ms=range(2, 7))
+    assert wide.share > 0.5, f"qmv_wide differs in only {wide.share:.0%} of outputs"
 
 
 def test_upstream_pr_on_the_real_queue(project: Project, upstream_cache: object, tmp_path: Path,
