@@ -53,6 +53,7 @@ NVFLAGS = [
     "-Xcudafe=" + ",".join(f"--diag_suppress={d}" for d in SUPPRESS),
     "-DMLX_USE_CUDA",
     "-DFMT_HEADER_ONLY=1",
+    "-Xcompiler=-fPIC",  # the entry objects also go into libqmv_probe.so
 ]
 
 
@@ -222,6 +223,8 @@ def cmd_build(args: argparse.Namespace) -> int:
            str(CUDA_DIR / "qmv_entry.cu"), "-o", str(bdir / "patched_entry.o")],
         "main": [nvcc, "-std=c++17", "-O2"] + ARCH
         + [f"-I{CUDA_DIR}", "-c", str(CUDA_DIR / "qmv_bench.cu"), "-o", str(bdir / "qmv_bench.o")],
+        "probe": [nvcc, "-std=c++17", "-O2", "-Xcompiler=-fPIC"] + ARCH
+        + [f"-I{CUDA_DIR}", "-c", str(CUDA_DIR / "qmv_probe.cu"), "-o", str(bdir / "qmv_probe.o")],
     }
     with ThreadPoolExecutor(max_workers=args.jobs) as ex:
         futs = {k: ex.submit(run, cmd, bdir / f"{k}.log") for k, cmd in jobs.items()}
@@ -230,6 +233,11 @@ def cmd_build(args: argparse.Namespace) -> int:
          str(bdir / "patched_entry.o"), "-o", str(bdir / "qmv_bench"),
          "-Xcompiler", "-static-libstdc++", "-Xcompiler", "-static-libgcc"],
         bdir / "link.log")
+    # The probe's harness substrate (overlay_tool/probe_harness.py) loads this.
+    run([nvcc] + ARCH + ["-shared", str(bdir / "qmv_probe.o"), str(bdir / "stock_entry.o"),
+         str(bdir / "patched_entry.o"), "-o", str(bdir / "libqmv_probe.so"),
+         "-Xcompiler", "-static-libstdc++", "-Xcompiler", "-static-libgcc"],
+        bdir / "link_probe.log")
     table = "## stock\n" + ptxas_table(logs["stock"]) + "\n## patched\n" + ptxas_table(logs["patched"])
     (bdir / "ptxas.md").write_text(table)
     print(table)

@@ -45,13 +45,14 @@ from overlay_tool.errors import ConfigError, EmulatorError, MissingTool
 from overlay_tool.probe_model import (
     LINEARS,
     ProbeConfig,
+    ProbeResult,
     make_weights,
     np_rms_row,
     np_silu_mul_row,
     run_probe,
 )
 
-SUBSTRATES = ("emulator", "cpu", "metal", "cuda")
+SUBSTRATES = ("emulator", "cpu", "metal", "cuda", "cuda-harness")
 HEADER = "mlx/backend/metal/kernels/quantized.h"
 MODEL_SCRIPT = Path(__file__).with_name("probe_model.py")
 
@@ -113,15 +114,16 @@ def _finish(report: SubstrateReport) -> SubstrateReport:
 # ---- the emulator substrate ------------------------------------------------------
 
 
-class EmulatorDecoder:
-    """The probe's decoder in numpy; every quantized product runs on ``emu``.
-    ``wide_kind``: the kernel the dispatch takes for M >= 2 ("qmv_wide" as
-    stock on generation >= 15, "qmv_streamed" as patched)."""
+class NumpyDecoder:
+    """The probe's decoder in numpy. Every quantized product is
+    ``product(x, wq, scales, biases)`` on ``cfg.dtype`` storage arrays (x is
+    (M, K)) and returns the (M, N) result's bit patterns; the substrate decides
+    which kernel computes it."""
 
-    def __init__(self, cfg: ProbeConfig, emu, wide_kind: str) -> None:
-        from overlay_tool.emulator import quantize
+    def __init__(self, cfg: ProbeConfig, product) -> None:
+        from overlay_tool.emulator.quant import quantize
 
-        self.cfg, self.emu, self.wide_kind = cfg, emu, wide_kind
+        self.cfg, self.product = cfg, product
         w = make_weights(cfg)
         self.prompt = w["prompt"]
         self.embed = w["embed"]
@@ -130,26 +132,12 @@ class EmulatorDecoder:
         names = [f"{layer}.{n}" for layer in range(cfg.layers) for n in LINEARS] + ["head"]
         for name in names:
             self.q[name] = quantize(w[name], cfg.bits, cfg.group_size, cfg.dtype)
-        self.prepare()
-
-    def prepare(self) -> None:
-        """Compile every instantiation the probe will launch, in one go."""
-        cfg = self.cfg
-        configs = []
-        for k, n in set(cfg.shapes().values()):
-            for m in range(1, cfg.limit + 1):
-                configs.append(dict(kind="qmv_m1" if m == 1 else self.wide_kind, M=m, N=n, K=k,
-                                    bits=cfg.bits, group_size=cfg.group_size, dtype=cfg.dtype))
-        self.emu.prepare_qmv(configs, jobs=1)
 
     def qlinear(self, x: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
-        from overlay_tool.emulator import decode, round_to
+        from overlay_tool.emulator.quant import decode, round_to
 
         cfg = self.cfg
-        wq, s, b = self.q[name]
-        kind = "qmv_m1" if x.shape[0] == 1 else self.wide_kind
-        bits = self.emu.qmv(kind, w=wq, scales=s, biases=b, x=round_to(x, cfg.dtype),
-                            bits=cfg.bits, group_size=cfg.group_size, dtype=cfg.dtype)[0]
+        bits = self.product(round_to(x, cfg.dtype), *self.q[name])
         return decode(bits, cfg.dtype).astype(np.float32), bits
 
     def rows(self, fn, *xs) -> np.ndarray:
@@ -180,13 +168,45 @@ class EmulatorDecoder:
         vals, bits = self.qlinear(self.rows(lambda r: np_rms_row(r, gf, cfg.eps), h), "head")
         return vals.astype(np.float64), bits, state
 
+    def run(self) -> ProbeResult:
+        return run_probe(self.cfg, self.forward, self.state0(), lambda st: [s.copy() for s in st],
+                         self.prompt)
+
+
+def dequantize_then_multiply(cfg: ProbeConfig, x, wq, scales, biases) -> np.ndarray:
+    """The probe's negative control for a numpy-decoder substrate: the product
+    of the dequantized weights in float32, rounded to ``cfg.dtype`` (a
+    different summation order from any qmv kernel)."""
+    from overlay_tool.emulator.quant import decode, dequantize, round_to, to_bits
+
+    w = dequantize(wq, scales, biases, cfg.bits, cfg.group_size, cfg.dtype).astype(np.float32)
+    out = decode(x, cfg.dtype).astype(np.float32) @ w.T
+    return to_bits(round_to(out, cfg.dtype), cfg.dtype)
+
+
+def emulator_product(cfg: ProbeConfig, emu, wide_kind: str):
+    """Products on the Metal emulator: M = 1 takes the M = 1 kernel, M >= 2
+    ``wide_kind``. Compiles every instantiation the probe launches first."""
+    configs = []
+    for k, n in set(cfg.shapes().values()):
+        for m in range(1, cfg.limit + 1):
+            configs.append(dict(kind="qmv_m1" if m == 1 else wide_kind, M=m, N=n, K=k,
+                                bits=cfg.bits, group_size=cfg.group_size, dtype=cfg.dtype))
+    emu.prepare_qmv(configs, jobs=1)
+
+    def product(x, wq, scales, biases):
+        kind = "qmv_m1" if x.shape[0] == 1 else wide_kind
+        return emu.qmv(kind, w=wq, scales=scales, biases=biases, x=x, bits=cfg.bits,
+                       group_size=cfg.group_size, dtype=cfg.dtype)[0]
+
+    return product
+
 
 def run_emulator_arm(cfg: ProbeConfig, header, wide_kind: str, *, cache_dir: Path | None = None) -> dict:
     from overlay_tool.emulator import Emulator
 
     emu = Emulator(header, cache_dir=cache_dir)
-    dec = EmulatorDecoder(cfg, emu, wide_kind)
-    res = run_probe(cfg, dec.forward, dec.state0(), lambda st: [s.copy() for s in st], dec.prompt)
+    res = NumpyDecoder(cfg, emulator_product(cfg, emu, wide_kind)).run()
     return {"config": asdict(cfg), "kernels": {"M=1": "qmv_m1", "M>=2": wide_kind}, **res.to_dict()}
 
 
@@ -207,6 +227,47 @@ def run_emulator(cfg: ProbeConfig, stock_header, patched_header, *,
             arm.result = run_emulator_arm(cfg, header, kind, cache_dir=cache_dir)
         except EmulatorError as e:
             arm.error = e.message
+        arm.seconds = round(time.monotonic() - t0, 2)
+        report.arms.append(arm)
+    return _finish(report)
+
+
+# ---- the CUDA harness substrate (MLX's CUDA qmv kernels, no MLX build) -----------
+
+
+def run_cuda_harness(cfg: ProbeConfig, library=None) -> SubstrateReport:
+    """See probe_harness.py: ``patched`` must pass, ``control`` diverge."""
+    from overlay_tool import probe_harness as ph
+
+    problem = ph.config_problem(cfg)
+    if problem:
+        return SubstrateReport("cuda-harness", "not run", f"the harness has no kernel for {problem}")
+    try:
+        harness = ph.Harness(library)
+    except ph.HarnessUnavailable as e:
+        return SubstrateReport("cuda-harness", "not run", str(e))
+    report = SubstrateReport("cuda-harness", "pass", info={"library": harness.path})
+
+    def patched(x, wq, s, b):
+        return harness.product(ph.PATCHED, cfg, x, wq, s, b)
+
+    def control(x, wq, s, b):
+        if x.shape[0] == 1:
+            return patched(x, wq, s, b)
+        return dequantize_then_multiply(cfg, x, wq, s, b)
+
+    arms = [
+        (Arm("patched", "pass", "every product on the patched qmv (streamed kernel, M = 1 too)"),
+         patched),
+        (Arm("control", "diverge",
+             "probe's negative control: M >= 2 products dequantize then multiply"), control),
+    ]
+    for arm, product in arms:
+        t0 = time.monotonic()
+        try:
+            arm.result = {"config": asdict(cfg), **NumpyDecoder(cfg, product).run().to_dict()}
+        except RuntimeError as e:
+            arm.error = str(e)
         arm.seconds = round(time.monotonic() - t0, 2)
         report.arms.append(arm)
     return _finish(report)
@@ -337,12 +398,14 @@ def cuda_not_run_reason(python: str) -> str:
 
 def run(substrates: list[str], cfg: ProbeConfig, *, python: str = sys.executable,
         stock_header=None, patched_header=None, cache_dir: Path | None = None,
-        log=print) -> list[SubstrateReport]:
+        cuda_harness=None, log=print) -> list[SubstrateReport]:
     reports = []
     for sub in substrates:
         log(f"probe: {sub} ...")
         if sub == "emulator":
             rep = run_emulator(cfg, stock_header, patched_header, cache_dir=cache_dir)
+        elif sub == "cuda-harness":
+            rep = run_cuda_harness(cfg, cuda_harness)
         elif sub in ("cpu", "metal", "cuda"):
             rep = run_mlx(sub, cfg, python)
             if sub == "cuda" and rep.status == "not run":

@@ -12,7 +12,7 @@ from pathlib import Path
 from overlay_tool.errors import ConfigError, MissingTool, TestFailure
 from overlay_tool.probe_model import ProbeConfig
 
-SUBSTRATES = ("emulator", "cpu", "metal", "cuda")  # as overlay_tool.probe.SUBSTRATES
+SUBSTRATES = ("emulator", "cpu", "metal", "cuda", "cuda-harness")  # as overlay_tool.probe.SUBSTRATES
 HEADER = "mlx/backend/metal/kernels/quantized.h"
 STREAMED_MARKER = "qmv_streamed_impl"
 
@@ -36,6 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="stock quantized.h for the emulator (default: the pin, from the cache)")
     p.add_argument("--patched-header", type=Path,
                    help="patched quantized.h for the emulator (default: the work checkout after apply)")
+    p.add_argument("--cuda-harness", type=Path,
+                   help="libqmv_probe.so for the cuda-harness substrate (bench/cuda_qmv.py build; "
+                        "default: $MLX_OVERLAY_CUDA_HARNESS)")
     p.add_argument("--json", type=Path, help="write the full report as JSON here")
     defaults = ProbeConfig()
     for f in fields(ProbeConfig):
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     if "emulator" in subs:
         stock, patched = _headers(args)
     reports = probe.run(subs, cfg, python=args.python, stock_header=stock, patched_header=patched,
-                        log=lambda m: print(m, file=sys.stderr))
+                        cuda_harness=args.cuda_harness, log=lambda m: print(m, file=sys.stderr))
     print(probe.format_report(reports))
     code, message = probe.exit_status(reports, explicit)
     if args.json:

@@ -155,7 +155,8 @@ def test_cli_all_substrates(tmp_path, stock_header, patched_header, capsys):
     assert code == 0, text
     data = json.loads(out.read_text())
     status = {s["substrate"]: s["status"] for s in data["substrates"]}
-    assert status == {"emulator": "pass", "cpu": "not run", "metal": "not run", "cuda": "not run"}
+    assert status == {"emulator": "pass", "cpu": "not run", "metal": "not run", "cuda": "not run",
+                      "cuda-harness": "not run"}
     cuda = next(s for s in data["substrates"] if s["substrate"] == "cuda")
     assert "no CUDA GPU on this machine" in cuda["reason"]
     assert "emulator: PASS" in text and "[ok] stock: diverge" in text
@@ -213,3 +214,84 @@ def test_overlay_wheel_keeps_the_exactness_expectation(tmp_path):
         'diverge = control or route == "wide"', "diverge = True")
     rep = probe.run_mlx("metal", ProbeConfig(limit=2), fake_python(tmp_path, body))
     assert rep.status == "fail" and "default: expected pass, got diverge" in rep.reason
+
+
+# ---- the CUDA harness substrate, through a stand-in library -----------------------
+
+# A stand-in for libqmv_probe.so with the same C entry point: an affine
+# bfloat16 product row by row, accumulated in bfloat16 as MLX's 4-bit CUDA
+# qmv does, the same arithmetic for every M (so
+# the patched arm must pass); impl 7 flips one bit of the last row of M >= 2
+# products (so a broken kernel is caught).
+FAKE_HARNESS_C = r"""
+#include <stdint.h>
+#include <string.h>
+static float bf(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static uint16_t to_bf(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+int qmv_probe(int impl, int dtype, int bits, int group, const void* x, const void* w,
+              const void* scales, const void* biases, void* out, int m, int n, int k) {
+  if (dtype != 0 || (impl != 1 && impl != 7)) return -10;
+  const uint16_t* xs = x; const uint32_t* ws = w; const uint16_t* s = scales;
+  const uint16_t* b = biases; uint16_t* o = out;
+  int per = 32 / bits, groups = k / group;
+  for (int r = 0; r < m; ++r)
+    for (int c = 0; c < n; ++c) {
+      float acc = 0;
+      for (int i = 0; i < k; ++i) {
+        uint32_t q = (ws[(long)c * (k / per) + i / per] >> ((i % per) * bits)) & ((1u << bits) - 1);
+        float wv = bf(s[c * groups + i / group]) * (float)q + bf(b[c * groups + i / group]);
+        acc = bf(to_bf(acc + bf(xs[(long)r * k + i]) * wv));
+      }
+      o[(long)r * n + c] = to_bf(acc) ^ (impl == 7 && m >= 2 && r == m - 1 && c == 0);
+    }
+  return 0;
+}
+const char* qmv_probe_error(int code) { return code == -10 ? "no such impl" : "?"; }
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_harness(tmp_path_factory) -> Path:
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.fail("no C compiler: the harness substrate's stand-in needs cc")
+    d = tmp_path_factory.mktemp("harness")
+    (d / "fake.c").write_text(FAKE_HARNESS_C)
+    subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", str(d / "libfake.so"), str(d / "fake.c")],
+                   check=True)
+    return d / "libfake.so"
+
+
+def test_cuda_harness_arms_through_the_c_entry_point(fake_harness):
+    cfg = ProbeConfig(limit=3, layers=1, dim=128, hidden=192, vocab=256)
+    rep = probe.run_cuda_harness(cfg, fake_harness)
+    assert rep.status == "pass", rep.reason
+    assert {a.name: a.outcome for a in rep.arms} == {"patched": "pass", "control": "diverge"}
+    assert rep.info["library"] == str(fake_harness)
+
+
+def test_cuda_harness_catches_a_kernel_that_is_not_exact(fake_harness, monkeypatch):
+    from overlay_tool import probe_harness
+
+    monkeypatch.setattr(probe_harness, "PATCHED", 7)
+    cfg = ProbeConfig(limit=3, layers=1, dim=128, hidden=192, vocab=256)
+    rep = probe.run_cuda_harness(cfg, fake_harness)
+    assert rep.status == "fail" and "patched: expected pass, got diverge" in rep.reason
+
+
+def test_cuda_harness_not_run_without_a_library_or_a_kernel(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLX_OVERLAY_CUDA_HARNESS", raising=False)
+    rep = probe.run_cuda_harness(ProbeConfig())
+    assert rep.status == "not run" and "MLX_OVERLAY_CUDA_HARNESS" in rep.reason
+    rep = probe.run_cuda_harness(ProbeConfig(), tmp_path / "missing.so")
+    assert rep.status == "not run" and "no such harness library" in rep.reason
+    rep = probe.run_cuda_harness(ProbeConfig(dtype="float32"), tmp_path / "missing.so")
+    assert rep.status == "not run" and "bfloat16 and float16" in rep.reason
+    rep = probe.run_cuda_harness(ProbeConfig(bits=3), tmp_path / "missing.so")
+    assert rep.status == "not run" and "4/8 bits" in rep.reason
