@@ -119,29 +119,59 @@ def _nvcc_inputs() -> tuple[str, Path, Path] | str:
     return nvcc, Path(headers), Path(fmt)
 
 
-@pytest.mark.integration
-@pytest.mark.slow
-def test_harness_compiles_and_runs_where_possible(
-    pinned_checkout: Path, tmp_path: Path
-) -> None:
+def _missing(reason: str) -> None:
+    """Where nvcc exists, CI provides the headers (ci/cuda-headers): a
+    missing input there is a failure, elsewhere a loud skip."""
+    if os.environ.get("CI") and shutil.which(os.environ.get("NVCC", "nvcc")):
+        pytest.fail(f"CI has nvcc, so the harness must compile: {reason} (ci/test runs ci/cuda-headers)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def harness_build(pinned_checkout: Path, tmp_path_factory) -> Path:
+    """The harness, built host-side with nvcc (sm_90a): stock and patched
+    kernels, qmv_bench and libqmv_probe.so."""
     inputs = _nvcc_inputs()
     if isinstance(inputs, str):
-        pytest.skip(inputs)
+        _missing(inputs)
     nvcc, headers, fmt = inputs
-    bdir = tmp_path / "build"
+    bdir = tmp_path_factory.mktemp("cuda") / "build"
     rc = cuda_qmv.main([
         "build", "--mlx", str(pinned_checkout), "--headers", str(headers),
         "--fmt", str(fmt), "--nvcc", nvcc, "--build-dir", str(bdir), "--lean",
     ])
     assert rc == 0
-    ptxas = (bdir / "ptxas.md").read_text()
+    return bdir
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_harness_compiles_host_side(harness_build: Path) -> None:
+    ptxas = (harness_build / "ptxas.md").read_text()
     assert "qmv_streamed_kernel" in ptxas and "qmv_kernel" in ptxas
+    assert (harness_build / "qmv_bench").is_file()
+    nm = shutil.which("nm")
+    if nm:
+        syms = subprocess.run([nm, "-D", str(harness_build / "libqmv_probe.so")],
+                              capture_output=True, text=True, check=True).stdout
+        assert " T qmv_probe" in syms and " T qmv_probe_error" in syms
+
+
+def _gpu_compute_cap() -> str:
     smi = shutil.which("nvidia-smi")
-    cc = ""
-    if smi:
-        p = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-                           capture_output=True, text=True)
-        cc = p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else ""
+    if not smi:
+        return ""
+    p = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                       capture_output=True, text=True)
+    return p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else ""
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_harness_runs_on_an_sm90_gpu(harness_build: Path, tmp_path: Path) -> None:
+    cc = _gpu_compute_cap()
     if cc != "9.0":
-        pytest.skip(f"harness built; GPU run skipped: needs an sm_90 GPU (found: {cc or 'none'})")
-    assert cuda_qmv.main(["run", "--build-dir", str(bdir), "--out", str(tmp_path), "--quick"]) == 0
+        # CI has no GPU (issue 7): the GPU figures come from recorded device runs.
+        pytest.skip(f"GPU run needs an sm_90 GPU (found: {cc or 'none'}); "
+                    "recorded H200 runs: docs/data/cuda_*_h200_*")
+    assert cuda_qmv.main(["run", "--build-dir", str(harness_build), "--out", str(tmp_path), "--quick"]) == 0
