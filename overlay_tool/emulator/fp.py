@@ -169,6 +169,8 @@ class FpEmulator(Emulator):
         super().__init__(header, **kw)
 
     def _extract(self) -> Extraction:
+        if self.header is None and self.label == "quantized.h":  # source text given
+            self.label = self.line_label = "fp_quantized.h"
         if self._decoders is None:
             path = self.header if self.header is not None else Path(self.label)
             self._decoders = decoder_sources(self.text, path if path.exists() else None)
