@@ -86,3 +86,26 @@ def test_batches(fp_emu):
         one = fp_emu.qmv("qmv_m1", mode="nvfp4", w=p["w"], scales=p["scales"], x=p["x"],
                          global_scale=g, dtype="bfloat16")
         assert np.array_equal(y[b], one[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [dict(contract=True), dict(simd_sum_order="sequential")])
+def test_streamed_fixture_under_contraction_and_other_sum_order(fp_header, fp_emu, options, report):
+    """The fixture stays bit-identical with contraction on (float32: the dtype
+    where order and fusion show) and under another simd_sum order, while
+    contraction does change the M = 1 kernel's own float32 bits."""
+    text = fp_header.read_text()
+    emu = FpEmulator(with_fp_streamed_loop_fixture(text),
+                     decoders=decoder_sources(text, fp_header), **options)
+    shapes = {k: fpparity.SHAPES[k] for k in ("aligned", "ragged")}
+    r = fpparity.sweep(emu, "qmv_streamed", dtypes=("float32",), ms=range(2, 6), shapes=shapes)
+    assert r.differing == 0, r.mismatches[:5]
+    line = f"fp streamed loop fixture, {options}: {r.compared} float32 outputs, 0 differ"
+    if options.get("contract"):
+        p = fpquant.random_problem(np.random.default_rng(11), mode="mxfp8", M=4, N=16, K=512,
+                                   dtype="float32")
+        on, off = (e.qmv("qmv_m1", mode="mxfp8", dtype="float32", **p) for e in (emu, fp_emu))
+        share = float((on != off).mean())
+        assert share > 0.1, share
+        line += f"; contraction changes {share:.0%} of fp_qmv_fast mxfp8 float32 outputs"
+    report.append(line)
