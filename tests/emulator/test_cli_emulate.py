@@ -48,3 +48,20 @@ def test_reordering_streamed_fails(stock_text: str, tmp_path: Path, capsys):
 
 def test_missing_header_is_a_config_error(tmp_path: Path):
     assert main(["emulate", "--header", str(tmp_path / "nope.h")]) == 2
+
+
+def test_fp_stage(fp_header: Path, tmp_path: Path, capsys):
+    """--fp: the fp type check and negative control on the stock headers, and
+    an order-preserving fp_qmv_streamed_impl (fixture) passes."""
+    from overlay_tool.emulator.testing import with_fp_streamed_loop_fixture
+
+    kernels = fp_header.parent
+    assert main(["emulate", "--quick", "--fp", "--header", str(kernels / "quantized.h")]) == 0
+    out = capsys.readouterr().out
+    assert "fp negative control: stock fp_qmv_wide differs" in out
+    assert "fp_qmv_streamed_impl: not in this header" in out
+    for name in ("quantized.h", "fp4.h", "fp8.h"):
+        (tmp_path / name).write_text((kernels / name).read_text())
+    (tmp_path / "fp_quantized.h").write_text(with_fp_streamed_loop_fixture(fp_header.read_text()))
+    assert main(["emulate", "--quick", "--fp", "--header", str(tmp_path / "quantized.h")]) == 0
+    assert "fp_qmv_streamed vs M = 1 kernel: 0 of" in capsys.readouterr().out
