@@ -166,6 +166,7 @@ class FpEmulator(Emulator):
     def __init__(self, header: Path | str, *,
                  decoders: Sequence[tuple[str, str]] | None = None, **kw) -> None:
         self._decoders = decoders
+        self._params: dict[str, tuple[str, ...]] = {}  # function -> parameter names
         super().__init__(header, **kw)
 
     def _extract(self) -> Extraction:
@@ -177,9 +178,13 @@ class FpEmulator(Emulator):
         return extract_sources([*self._decoders, (self.text, self.line_label)],
                                self.functions, optional=self.optional_functions)
 
+    def parameters(self, function: str) -> tuple[str, ...]:
+        if function not in self._params:
+            self._params[function] = parameter_names(self.text, function)
+        return self._params[function]
+
     def spec(self, function: str, template_args: Sequence, dtype: str) -> FpLaunchSpec:
-        return FpLaunchSpec.make(function, template_args, dtype,
-                                 parameter_names(self.text, function))
+        return FpLaunchSpec.make(function, template_args, dtype, self.parameters(function))
 
     # ---- running -------------------------------------------------------------
     def launch(self, function: str, template_args: Sequence, *, w: np.ndarray,
