@@ -102,12 +102,11 @@ int launch_streamed(const QmvArgs& a) {
 #ifdef QMV_LEAN
 #define QMV_STREAMED_CONFIGS(X) X(4, 2, 8, 3)
 #else
-#define QMV_STREAMED_CONFIGS(X)                                       \
-  X(4, 2, 1, 4) X(4, 2, 1, 8) X(4, 4, 1, 8) X(8, 2, 1, 8) X(4, 1, 1, 8)   \
-  X(4, 2, 2, 8) X(4, 4, 2, 4) X(8, 2, 2, 4)                             \
-  X(4, 4, 4, 4) X(8, 4, 4, 3) X(4, 2, 4, 4) X(8, 2, 4, 4)               \
-  X(4, 2, 8, 3) X(8, 2, 8, 2) X(4, 1, 8, 4) X(8, 1, 8, 3)               \
-  X(4, 1, 16, 2) X(8, 1, 16, 2)
+#define QMV_STREAMED_CONFIGS(X)                                        \
+  X(4, 2, 1, 8) X(4, 4, 1, 8) X(8, 2, 1, 8) X(8, 1, 1, 8) X(16, 2, 1, 4) \
+  X(16, 1, 1, 4) X(4, 2, 2, 8) X(4, 4, 2, 4) X(8, 2, 2, 4) X(16, 2, 2, 2) \
+  X(8, 4, 2, 3) X(4, 4, 4, 4) X(8, 4, 4, 3) X(8, 4, 4, 2) X(4, 2, 4, 4)  \
+  X(8, 2, 4, 4) X(4, 2, 8, 3) X(8, 2, 8, 3) X(8, 2, 8, 2) X(4, 1, 16, 2)
 #endif
 
 template <typename T, typename Q>
