@@ -70,23 +70,6 @@ def extract_kernels(qmv_cu: str) -> str:
     return qmv_cu[: i + len(marker)] + "\n} // namespace mlx::core\n"
 
 
-def packed_variant(patched_qmv_cu: str) -> str:
-    """The patched streamed kernel renamed qmv_streamed_pk_* with dequant_packed
-    (the harness's packed-fma experiment, cuda/qmv_packed_experiment.cuh)."""
-    start = patched_qmv_cu.find("// Streamed variant of qmv_kernel_impl")
-    end = patched_qmv_cu.find("__global__ void gather_qmv_kernel(")
-    if start < 0 or end < 0:
-        raise HarnessError(f"{QMV_REL}: no streamed kernel to derive the packed experiment from")
-    end = patched_qmv_cu.rfind("template <", start, end)
-    body = patched_qmv_cu[start:end]
-    dq = "dequant<elems_per_thread, has_bias>("
-    if body.count(dq) != 1:
-        raise HarnessError(f"{QMV_REL}: expected one '{dq}' in qmv_streamed_impl")
-    body = body.replace(dq, "dequant_packed<elems_per_thread, has_bias>(")
-    return body.replace("qmv_streamed_impl", "qmv_streamed_pk_impl").replace(
-        "qmv_streamed_kernel", "qmv_streamed_pk_kernel")
-
-
 def file_section(patch_text: str, path: str) -> str | None:
     """The part of a (git format-patch) patch that changes `path`, or None."""
     sections = re.split(r"(?m)^(?=diff --git )", patch_text)
@@ -205,7 +188,6 @@ def cmd_build(args: argparse.Namespace) -> int:
         make_patched_qmv(stock_qmv, patches[0], patched_qmv)
     patched_text = patched_qmv.read_text()
     (bdir / "patched_kernels.cuh").write_text(extract_kernels(patched_text))
-    (bdir / "patched_packed_kernels.cuh").write_text(packed_variant(patched_text))
 
     incs = []
     if args.fmt:

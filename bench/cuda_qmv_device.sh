@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
-# One device call: environment, harness (parity + timing), stock wheel
+# One device call: environment, harness (parity + timing), optionally an
+# Nsight Compute profile of chosen configurations, and the stock wheel
 # baseline. Run from a folder C holding: qmv_bench (built by cuda_qmv.py
 # build), cuda_qmv_mlx.py, mlx-sm90.tar.xz (the mlx + mlx-cuda-13 wheels
 # unpacked, libmlx.so stripped and its non-sm_90 cubins zeroed to fit the
 # transfer limit) and optionally fallback.tar.xz + qmv_entry.cu/qmv_bench.cu
 # /qmv_api.h to rebuild on the device when the carried binary does not run.
-# Usage: cuda_qmv_device.sh C OUTDIR [--quick]
+# Usage: cuda_qmv_device.sh C OUTDIR [--quick] [--no-wheel] [--no-bench]
+#        [--ncu "DTYPE,BITS,K,N W,R,V,D,M ..."]
 set -uo pipefail
-C=$1; OUT=$2; QUICK=${3:-}
+C=$1; OUT=$2; shift 2
+QUICK=""; WHEEL=1; BENCH=1; NCU=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) QUICK=--quick ;;
+    --no-wheel) WHEEL=0 ;;
+    --no-bench) BENCH=0 ;;
+    --ncu) NCU=$2; shift ;;
+  esac
+  shift
+done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv > "$OUT/env.txt" 2>&1
 { nvcc --version | tail -1; python3 --version; uname -r; date -u; } >> "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
@@ -22,12 +34,34 @@ if ! "$BIN" --help >/dev/null 2>&1 && [ -f "$C/fallback.tar.xz" ]; then
   wait
   nvcc -gencode=arch=compute_90a,code=sm_90a $B/m.o $B/s.o $B/p.o -o $B/qmv_bench && BIN=$B/qmv_bench
 fi
-"$BIN" --out "$OUT" $QUICK
-echo "qmv_bench exit $?"
-mkdir -p /tmp/site && tar -xJf "$C/mlx-sm90.tar.xz" -C /tmp/site
-NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
-ln -sfn "$NV" /tmp/site/nvidia
-export PYTHONPATH=/tmp/site
-export LD_LIBRARY_PATH=$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
-python3 -u "$C/cuda_qmv_mlx.py" --out "$OUT/mlx_wheel.csv" $QUICK
-echo "mlx baseline exit $?"
+if [ -n "$NCU" ]; then
+  # Hardware counters of one launch per configuration (clocks left alone).
+  S=smsp__average_warps_issue_stalled
+  M=""
+  for r in barrier long_scoreboard short_scoreboard wait math_pipe_throttle \
+      mio_throttle lg_throttle not_selected selected dispatch_stall \
+      no_instruction branch_resolving drain membar imc_miss sleeping \
+      tex_throttle misc; do
+    M="$M,${S}_${r}_per_issue_active.ratio"
+  done
+  ncu --clock-control none -k regex:qmv \
+    --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section SchedulerStats --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section InstructionStats \
+    --section SourceCounters --metrics "${M#,}" \
+    --page details --csv "$BIN" --profile $NCU > "$OUT/ncu.csv" 2> "$OUT/ncu_err.txt"
+  echo "ncu exit $? ($(wc -l < "$OUT/ncu.csv") lines)"
+fi
+if [ $BENCH = 1 ]; then
+  "$BIN" --out "$OUT" $QUICK
+  echo "qmv_bench exit $?"
+fi
+if [ $WHEEL = 1 ]; then
+  mkdir -p /tmp/site && tar -xJf "$C/mlx-sm90.tar.xz" -C /tmp/site
+  NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
+  ln -sfn "$NV" /tmp/site/nvidia
+  export PYTHONPATH=/tmp/site
+  export LD_LIBRARY_PATH=$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+  python3 -u "$C/cuda_qmv_mlx.py" --out "$OUT/mlx_wheel.csv" $QUICK
+  echo "mlx baseline exit $?"
+fi

@@ -2,6 +2,11 @@
 """Markdown tables from a cuda_qmv run: cuda_qmv_timing.csv (harness) and
 mlx_wheel.csv (stock wheel, optional), as written by cuda_qmv_device.sh.
 
+The "dispatch" columns are the configurations that the patch's
+dispatch_streamed_tile picks (DISPATCH below, kept in step with qmv.cu), timed
+as explicit launches of the same kernel in the same run; the `streamed_auto`
+rows of the CSV are what the binary's own (possibly older) dispatch launched.
+
 Usage: python3 bench/cuda_qmv_report.py RESULTS_DIR
 """
 from __future__ import annotations
@@ -13,6 +18,23 @@ from pathlib import Path
 SHAPES = ["4096x14336", "14336x4096", "4096x4096"]
 
 
+def dispatch(bits: int, m: int) -> tuple[int, int, int, int]:
+    """(warps, rows, vectors, stages) of qmv.cu's dispatch_streamed_tile."""
+    if bits < 8:
+        if m <= 1:
+            return (16, 2, 1, 4)
+        if m <= 2:
+            return (8, 4, 2, 3)
+        return (8, 4, 4, 3)
+    if m <= 1:
+        return (4, 4, 1, 8)
+    if m <= 2:
+        return (4, 4, 2, 4)
+    if m <= 4 or 8 < m <= 12:
+        return (4, 4, 4, 4)
+    return (4, 2, 8, 3)
+
+
 def main(argv: list[str]) -> int:
     d = Path(argv[1])
     rows = list(csv.DictReader(open(d / "cuda_qmv_timing.csv")))
@@ -21,58 +43,58 @@ def main(argv: list[str]) -> int:
         for r in csv.DictReader(open(d / "mlx_wheel.csv")):
             wheel[(r["shape"], r["dtype"], r["bits"], int(r["M"]))] = r
 
-    def t(shape, dt, bits, impl, m):
+    def t(shape, dt, bits, impl, m, cfg=None):
         c = [float(r["us"]) for r in rows if r["shape"] == shape and r["dtype"] == dt
-             and r["bits"] == bits and r["impl"] == impl and int(r["M"]) == m]
+             and r["bits"] == bits and r["impl"] == impl and int(r["M"]) == m
+             and (cfg is None or (int(r["G"]), int(r["R"]), int(r["V"]), int(r["D"])) == cfg)]
         return c[0] if c else None
 
     def best(shape, dt, bits, m):
         c = [(float(r["us"]), r) for r in rows if r["shape"] == shape and r["dtype"] == dt
-             and r["bits"] == bits
-             and r["impl"] in ("streamed", "streamed_smem", "streamed_packed")
-             and int(r["M"]) == m]
+             and r["bits"] == bits and r["impl"] == "streamed" and int(r["M"]) == m]
         return min(c, key=lambda x: x[0]) if c else None
 
+    def disp(shape, dt, bits, m):
+        return t(shape, dt, bits, "streamed", m, dispatch(int(bits), m))
+
     print("Kernel times in us (harness, CUDA-graph replay over rotated weights; "
-          "streamed = the patch's dispatch; x = speed-up over stock M = 1)\n")
-    print("| K x N | dtype | bits | stock M=1 | streamed M=1 | M=2 | M=4 | M=8 | M=16 "
-          "| stock qmv M=4 | M=16 | wheel qmm_sm80 M=8 | M=16 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "dispatch = the configuration the patch's dispatch picks, timed in the "
+          "same run; x = speed-up over stock M = 1; vs sm80 = dispatch time over "
+          "the wheel's qmm_sm80 time at the same M)\n")
+    print("| K x N | dtype | bits | stock M=1 | dispatch M=1 | M=2 | M=4 | M=8 | M=16 "
+          "| stock qmv M=4 | M=16 | wheel qmm_sm80 M=8 | M=16 | vs sm80 M=8 | M=16 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for shape in SHAPES:
         for dt in ("bf16", "fp16"):
             for bits in ("4", "8"):
                 s1 = t(shape, dt, bits, "stock_qmv", 1)
                 cells = []
                 for m in (1, 2, 4, 8, 16):
-                    a = t(shape, dt, bits, "streamed_auto", m)
+                    a = disp(shape, dt, bits, m)
                     cells.append(f"{a:.1f} ({s1 / a:.2f}x)" if m == 1 else f"{a:.1f}")
                 w = [wheel.get((shape, dt, bits, m)) for m in (8, 16)]
                 wcells = [f"{float(r['us']):.1f}" if r else "" for r in w]
+                ratio = [f"{disp(shape, dt, bits, m) / float(r['us']):.2f}" if r else ""
+                         for m, r in zip((8, 16), w)]
                 print(f"| {shape} | {dt} | {bits} | {s1:.1f} | " + " | ".join(cells)
                       + f" | {t(shape, dt, bits, 'stock_qmv', 4):.1f}"
                       + f" | {t(shape, dt, bits, 'stock_qmv', 16):.1f} | "
-                      + " | ".join(wcells) + " |")
-    print("\nBest explicit configuration per M (us; reg = the patch's kernel with R rows x "
-          "V vectors per warp, packed = packed-fma dequant experiment, smem = "
-          "shared-memory experiment with W warps per block):\n")
-    print("| K x N | dtype | bits | M=1 | M=4 | M=8 | M=16 |")
-    print("|---|---|---|---|---|---|---|")
+                      + " | ".join(wcells) + " | " + " | ".join(ratio) + " |")
+    print("\nBest explicit configuration per M (us, W warps per block, R rows per "
+          "warp, V vectors per block, S stages):\n")
+    print("| K x N | dtype | bits | M=1 | M=2 | M=4 | M=8 | M=16 |")
+    print("|---|---|---|---|---|---|---|---|")
     for shape in SHAPES:
         for dt in ("bf16", "fp16"):
             for bits in ("4", "8"):
                 cells = []
-                for m in (1, 4, 8, 16):
+                for m in (1, 2, 4, 8, 16):
                     b = best(shape, dt, bits, m)
                     if b is None:
                         cells.append("")
                         continue
                     us, r = b
-                    if r["impl"] == "streamed":
-                        cells.append(f"{us:.1f} reg R{r['R']}V{r['V']}")
-                    elif r["impl"] == "streamed_packed":
-                        cells.append(f"{us:.1f} packed R{r['R']}V{r['V']}")
-                    else:
-                        cells.append(f"{us:.1f} smem W{r['G']}R{r['R']}V{r['V']}")
+                    cells.append(f"{us:.1f} W{r['G']}R{r['R']}V{r['V']}S{r['D']}")
                 print(f"| {shape} | {dt} | {bits} | " + " | ".join(cells) + " |")
     if wheel:
         print("\nStock wheel (mx.quantized_matmul, wall time per product over a lazily "

@@ -26,17 +26,10 @@ struct QmvArgs {
   int prefix##qmv(const QmvArgs* a);                                         \
   /* cu::qmv_streamed as mlx::core::qmv picks it (patched only; -1 else). */ \
   int prefix##qmv_streamed_auto(const QmvArgs* a);                           \
-  /* qmv_streamed_kernel with R rows and V vectors per warp, D tiles of    \
-     prefetch, 4 x G warps per block (patched only; -1 where not            \
-     instantiated). */                                                      \
-  int prefix##qmv_streamed(const QmvArgs* a, int R, int V, int G, int D);   \
-  /* qmv_streamed_smem_kernel: W warps per block, R rows and V vectors    \
-     per warp, D-stage cp.async ring (patched only; -1 where not           \
-     instantiated, -3 where it does not fit). */                            \
-  int prefix##qmv_streamed_smem(const QmvArgs* a, int W, int R, int V, int D); \
-  /* qmv_streamed_pk_kernel (experiment: packed fma.rn scale/bias step),   \
-     4 warps per block (patched only; -1 where not instantiated). */        \
-  int prefix##qmv_streamed_pk(const QmvArgs* a, int R, int V, int D);
+  /* qmv_streamed_kernel: W warps per block, R rows per warp, V vectors  \
+     per block, D tiles of weight prefetch (patched only; -1 where not     \
+     instantiated). */                                                     \
+  int prefix##qmv_streamed(const QmvArgs* a, int R, int V, int W, int D);
 
 QMV_DECLARE(stock_)
 QMV_DECLARE(patched_)

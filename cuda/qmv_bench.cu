@@ -131,7 +131,7 @@ static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
   return a;
 }
 
-enum Impl { STOCK = 0, PATCHED_QMV = 1, AUTO = 2, EXPLICIT = 3, SMEM = 4, PACKED = 5 };
+enum Impl { STOCK = 0, PATCHED_QMV = 1, AUTO = 2, EXPLICIT = 3 };
 
 static int launch(Impl impl, const QmvArgs& a, int R = 0, int V = 0,
                   int G = 0, int D = 0) {
@@ -142,12 +142,8 @@ static int launch(Impl impl, const QmvArgs& a, int R = 0, int V = 0,
       return patched_qmv(&a);
     case AUTO:
       return patched_qmv_streamed_auto(&a);
-    case EXPLICIT:
+    case EXPLICIT:  // G is the number of warps per block
       return patched_qmv_streamed(&a, R, V, G, D);
-    case SMEM:  // G is the number of warps per block
-      return patched_qmv_streamed_smem(&a, G, R, V, D);
-    case PACKED:
-      return patched_qmv_streamed_pk(&a, R, V, D);
   }
   return -1;
 }
@@ -162,10 +158,6 @@ static const char* impl_name(Impl i) {
       return "streamed_auto";
     case EXPLICIT:
       return "streamed";
-    case SMEM:
-      return "streamed_smem";
-    case PACKED:
-      return "streamed_packed";
   }
   return "?";
 }
@@ -283,17 +275,62 @@ static bool batch_parity(cudaStream_t st, long long& rows_checked) {
   return ok;
 }
 
+// One launch of stock qmv at M = 1, then of each streamed configuration, on
+// random data, for a profiler (ncu) to measure; nothing is checked or timed.
+static int profile(int argc, char** argv) {
+  int dtype, bits, k, n;
+  if (sscanf(argv[0], "%d,%d,%d,%d", &dtype, &bits, &k, &n) != 4) return 2;
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  size_t w_bytes = size_t(n) * k * bits / 8, sb = size_t(n) * k / kGroup;
+  void *w, *sc, *bi, *x, *out;
+  CK(cudaMalloc(&w, w_bytes));
+  CK(cudaMalloc(&sc, sb * 2));
+  CK(cudaMalloc(&bi, sb * 2));
+  CK(cudaMalloc(&x, size_t(16) * k * 2));
+  CK(cudaMalloc(&out, size_t(16) * n * 2));
+  fill_u32<<<1024, 256, 0, st>>>((uint32_t*)w, w_bytes / 4, 5);
+  float s0 = bits == 4 ? 0.004f : 0.00025f, hr = bits == 4 ? 7.5f : 127.5f;
+  if (dtype == 0) {
+    fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)sc, sb, 6, 1, s0, hr);
+    fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)bi, sb, 6, 2, s0, hr);
+    fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)x, size_t(16) * k, 7, 0, 0, 0);
+  } else {
+    fill_vals<<<256, 256, 0, st>>>((__half*)sc, sb, 6, 1, s0, hr);
+    fill_vals<<<256, 256, 0, st>>>((__half*)bi, sb, 6, 2, s0, hr);
+    fill_vals<<<256, 256, 0, st>>>((__half*)x, size_t(16) * k, 7, 0, 0, 0);
+  }
+  QmvArgs a = make_args(dtype, bits, x, w, sc, bi, out, 1, n, k, st);
+  int rc = stock_qmv(&a);
+  for (int i = 1; i < argc; ++i) {
+    int W, R, V, D, M;
+    if (sscanf(argv[i], "%d,%d,%d,%d,%d", &W, &R, &V, &D, &M) != 5) return 2;
+    a.m = M;
+    rc |= W == 0 ? launch(AUTO, a) : launch(EXPLICIT, a, R, V, W, D);
+  }
+  CK(cudaStreamSynchronize(st));
+  CK(cudaGetLastError());
+  printf("profile launches rc=%d\n", rc);
+  return rc ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
   bool quick = false, batch_only = false;
   std::string outdir = ".";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--help")) {
-      printf("usage: qmv_bench [--quick] [--batch-only] [--out DIR]\n");
+      printf("usage: qmv_bench [--quick] [--batch-only] [--out DIR]\n"
+             "       qmv_bench --profile DTYPE,BITS,K,N W,R,V,D,M ...\n"
+             "  --profile: launch stock M=1 and each streamed configuration\n"
+             "  once (for ncu), no checks; DTYPE 0 = bf16, 1 = fp16;\n"
+             "  W = 0 means the dispatch (qmv_streamed_auto)\n");
       return 0;
     }
     if (!strcmp(argv[i], "--quick")) quick = true;
     if (!strcmp(argv[i], "--batch-only")) batch_only = true;
     if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
+    if (!strcmp(argv[i], "--profile") && i + 1 < argc)
+      return profile(argc - i - 1, argv + i + 1);
   }
   g_csv = fopen((outdir + "/cuda_qmv_timing.csv").c_str(), "w");
   g_log = fopen((outdir + "/cuda_qmv_log.txt").c_str(), "w");
@@ -462,23 +499,16 @@ int main(int argc, char** argv) {
         std::vector<Variant> variants = {{STOCK, 0, 0, 0, 0},
                                          {PATCHED_QMV, 0, 0, 0, 0},
                                          {AUTO, 0, 0, 0, 0}};
-        // The (R, V, D) instantiated in qmv_entry.cu.
-        const int rvd[][3] = {{1, 1, 2}, {1, 1, 4}, {2, 1, 2}, {2, 1, 4},
-                              {4, 1, 2}, {4, 1, 4}, {1, 2, 2}, {2, 2, 2},
-                              {4, 2, 2}, {1, 4, 2}, {2, 4, 2}, {4, 4, 2},
-                              {1, 8, 2}, {2, 8, 2}};
-        for (auto& c : rvd)
-          for (int G : {1, 2}) variants.push_back({EXPLICIT, c[0], c[1], G, c[2]});
-        // (W, R, V, D) instantiated in qmv_entry.cu; W goes in the G field.
-        const int wrvd[][4] = {{4, 1, 1, 8}, {4, 2, 1, 8}, {4, 4, 1, 4},
-                               {4, 2, 2, 4}, {4, 4, 2, 4}, {4, 2, 4, 4},
-                               {4, 4, 4, 4}, {4, 1, 8, 4}, {4, 2, 8, 4},
-                               {8, 1, 1, 8}, {8, 2, 1, 8}, {8, 4, 1, 4},
-                               {8, 2, 2, 4}, {8, 4, 2, 4}, {8, 2, 4, 4},
-                               {8, 4, 4, 4}, {8, 1, 8, 4}, {8, 2, 8, 4}};
-        for (auto& c : wrvd) variants.push_back({SMEM, c[1], c[2], c[0], c[3]});
-        const int pk[][3] = {{1, 1, 2}, {2, 1, 2}, {1, 2, 2}, {4, 4, 2}, {2, 8, 2}};
-        for (auto& c : pk) variants.push_back({PACKED, c[0], c[1], 1, c[2]});
+        // The (W, R, V, D) instantiated in qmv_entry.cu (D: stages of the
+        // ring); W goes in the G field.
+        const int wrvd[][4] = {
+            {4, 2, 1, 8},  {4, 4, 1, 8},  {8, 2, 1, 8},  {8, 1, 1, 8},
+            {16, 2, 1, 4}, {16, 1, 1, 4}, {4, 2, 2, 8},  {4, 4, 2, 4},
+            {8, 2, 2, 4},  {16, 2, 2, 2}, {8, 4, 2, 3},  {4, 4, 4, 4},
+            {8, 4, 4, 3},  {8, 4, 4, 2},  {4, 2, 4, 4},  {8, 2, 4, 4},
+            {4, 2, 8, 3},  {8, 2, 8, 3},  {8, 2, 8, 2},  {4, 1, 16, 2}};
+        for (auto& c : wrvd)
+          variants.push_back({EXPLICIT, c[1], c[2], c[0], c[3]});
         int mismatched_launches = 0;
         for (const Variant& v : variants) {
           for (int m = 1; m <= kMaxM; ++m) {
@@ -552,10 +582,8 @@ int main(int argc, char** argv) {
         for (int m : ms_explicit) {
           best[m] = 1e30;
           for (const Variant& v : variants) {
-            if (v.impl != EXPLICIT && v.impl != SMEM && v.impl != PACKED) continue;
+            if (v.impl != EXPLICIT) continue;
             if (v.V >= 2 * m) continue;  // mostly idle vectors
-            if (v.impl == EXPLICIT && (m + v.V - 1) / v.V < v.G && v.G > 1)
-              continue;  // same as a smaller G
             double us = time_impl(v.impl, dtype, bits, sh, sets, x, out, m,
                                   st, v.R, v.V, v.G, v.D, reps);
             if (us < 0) continue;
@@ -585,13 +613,8 @@ int main(int argc, char** argv) {
           char sb[32] = "", bb[96] = "";
           if (stock_us[m] > 0) snprintf(sb, sizeof(sb), "%9.2f", stock_us[m]);
           if (has_best)
-            snprintf(bb, sizeof(bb), "%7.2f %s (%d,%d,%d,%d)", best[m],
-                     bestI[m] == SMEM ? "smem W,R,V,D"
-                                      : bestI[m] == PACKED ? "packed R,V,G,D"
-                                                           : "reg R,V,G,D",
-                     bestR[m] == 0 ? 0 : (bestI[m] == SMEM ? bestG[m] : bestR[m]),
-                     bestI[m] == SMEM ? bestR[m] : bestV[m],
-                     bestI[m] == SMEM ? bestV[m] : bestG[m], bestD[m]);
+            snprintf(bb, sizeof(bb), "%7.2f W,R,V,D (%d,%d,%d,%d)", best[m],
+                     bestG[m], bestR[m], bestV[m], bestD[m]);
           logf("  %2d | %9s | %14.2f | %12.2f | %s\n", m, sb, auto_us[m],
                auto_us[m] / stock1, bb);
         }
