@@ -23,7 +23,7 @@ for dtype in bfloat16 float16; do
       python3 -m overlay_tool probe --substrate cuda-harness --cuda-harness "$C/libqmv_probe.so" \
         --dtype $dtype --bits $bits --seed $seed --limit 16 --layers 4 \
         --json "$OUT/$tag.json" > "$OUT/$tag.txt" 2>&1 || status=1
-      grep -E "^cuda-harness|\] " "$OUT/$tag.txt"
+      grep -E "^cuda-harness|\] |  patched K=" "$OUT/$tag.txt"
     done
   done
 done

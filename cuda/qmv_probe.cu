@@ -11,6 +11,10 @@
 
 namespace {
 
+// Whether the last patched call ran the streamed kernel (1) or fell back to
+// the stock one (0): the probe reports how many products it really streamed.
+int g_last_streamed = 0;
+
 // Device copies of the operands of one call, freed on every exit path.
 struct DeviceBuffers {
   void* p[5] = {};
@@ -82,7 +86,8 @@ extern "C" int qmv_probe(
     rc = stock_qmv(&a);
   } else if (impl == 1) {
     rc = patched_qmv_streamed_auto(&a);
-    if (rc == -2) { // not aligned for the wide loads: patched qmv falls back
+    g_last_streamed = rc != -2;
+    if (rc == -2) { // a shape or alignment it does not take: qmv falls back
       rc = patched_qmv(&a);
     }
   } else {
@@ -106,4 +111,9 @@ extern "C" const char* qmv_probe_error(int code) {
     return "no kernel for this dtype, bits or group size";
   }
   return cudaGetErrorString(cudaError_t(code));
+}
+
+// 1 when the last impl = 1 call ran the streamed kernel, 0 when it fell back.
+extern "C" int qmv_probe_last_streamed() {
+  return g_last_streamed;
 }

@@ -270,6 +270,7 @@ def run_cuda_harness(cfg: ProbeConfig, library=None) -> SubstrateReport:
             arm.error = str(e)
         arm.seconds = round(time.monotonic() - t0, 2)
         report.arms.append(arm)
+    report.info["patched_products"] = harness.coverage()
     return _finish(report)
 
 
@@ -416,6 +417,17 @@ def run(substrates: list[str], cfg: ProbeConfig, *, python: str = sys.executable
     return reports
 
 
+def _ranges(ms: list[int]) -> str:
+    """[1, 2, 3, 5] -> '1-3, 5'; [] -> 'none'."""
+    parts: list[str] = []
+    for m in ms:
+        if parts and m == int(parts[-1].split("-")[-1]) + 1:
+            parts[-1] = f"{parts[-1].split('-')[0]}-{m}"
+        else:
+            parts.append(str(m))
+    return ", ".join(parts) or "none"
+
+
 def format_report(reports: list[SubstrateReport]) -> str:
     lines = []
     for rep in reports:
@@ -426,6 +438,9 @@ def format_report(reports: list[SubstrateReport]) -> str:
         for key in ("mlx_version", "architecture", "device_name"):
             if rep.info.get(key):
                 lines.append(f"  {key}: {rep.info[key]}")
+        for shape, ms in rep.info.get("patched_products", {}).items():
+            lines.append(f"  patched {shape}: streamed kernel at M = {_ranges(ms['streamed'])}"
+                         f"; stock fallback at M = {_ranges(ms['fallback'])}")
         for arm in rep.arms:
             mark = "ok" if arm.as_expected else "UNEXPECTED"
             lines.append(f"  [{mark}] {arm.name}: {arm.outcome} (expected {arm.expect}; "

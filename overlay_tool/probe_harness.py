@@ -66,7 +66,11 @@ class Harness:
         err = lib.qmv_probe_error
         err.restype = ctypes.c_char_p
         err.argtypes = [ctypes.c_int]
-        self.path, self._fn, self._err = str(path), fn, err
+        last = lib.qmv_probe_last_streamed
+        last.restype = ctypes.c_int
+        self.path, self._fn, self._err, self._last = str(path), fn, err, last
+        # (M, K, N) of the patched products -> whether the streamed kernel ran
+        self.streamed: dict[tuple[int, int, int], bool] = {}
 
     def product(self, impl: int, cfg: ProbeConfig, x, wq, scales, biases) -> np.ndarray:
         """(M, N) result bits of x (M, K) times the quantized (N, K) weights."""
@@ -81,4 +85,15 @@ class Harness:
         if rc != 0:
             text = self._err(rc).decode(errors="replace")
             raise RuntimeError(f"{self.path}: qmv_probe(impl={impl}, M={m}, N={n}, K={k}): {text} ({rc})")
+        if impl == PATCHED:
+            self.streamed[(m, k, n)] = bool(self._last())
+        return out
+
+    def coverage(self) -> dict:
+        """Which (K, N) products ran the streamed kernel at which M, so that a
+        pass is not mistaken for one where everything fell back to stock."""
+        out: dict = {}
+        for (m, k, n), streamed in sorted(self.streamed.items()):
+            out.setdefault(f"K={k} N={n}", {"streamed": [], "fallback": []})[
+                "streamed" if streamed else "fallback"].append(m)
         return out

@@ -250,6 +250,7 @@ int qmv_probe(int impl, int dtype, int bits, int group, const void* x, const voi
   return 0;
 }
 const char* qmv_probe_error(int code) { return code == -10 ? "no such impl" : "?"; }
+int qmv_probe_last_streamed(void) { return 1; }
 """
 
 
@@ -274,6 +275,9 @@ def test_cuda_harness_arms_through_the_c_entry_point(fake_harness):
     assert rep.status == "pass", rep.reason
     assert {a.name: a.outcome for a in rep.arms} == {"patched": "pass", "control": "diverge"}
     assert rep.info["library"] == str(fake_harness)
+    assert rep.info["patched_products"]["K=128 N=256"] == {"streamed": [1, 2, 3], "fallback": []}
+    assert "patched K=192 N=128: streamed kernel at M = 1-3; stock fallback at M = none" in \
+        probe.format_report([rep])
 
 
 def test_cuda_harness_catches_a_kernel_that_is_not_exact(fake_harness, monkeypatch):
