@@ -1,6 +1,7 @@
 """Metal SIMT emulator: MLX's Metal quantized mat-vec kernels, taken verbatim
-from a (stock or patched) quantized.h, compiled as host C++ against a shim and
-run lane by lane on the CPU. See README.md in this folder and docs/emulator.md.
+from a (stock or patched) quantized.h or fp_quantized.h, compiled as host C++
+against a shim and run lane by lane on the CPU. See README.md in this folder
+and docs/emulator.md.
 """
 
 from overlay_tool.emulator import build
@@ -10,6 +11,7 @@ from overlay_tool.emulator.core import (
     Emulator,
     LaunchSpec,
 )
+from overlay_tool.emulator.fp import FpEmulator
 from overlay_tool.emulator.quant import (
     decode,
     dequantize,
@@ -40,7 +42,7 @@ def typecheck(header, instantiations=None, **kw):
 
 
 __all__ = [
-    "DEFAULT_FUNCTIONS", "KINDS", "Emulator", "EmulatorError", "LaunchSpec",
+    "DEFAULT_FUNCTIONS", "KINDS", "Emulator", "EmulatorError", "FpEmulator", "LaunchSpec",
     "decode", "dequantize", "m1_uses_fast", "qmv_fast_k_alignment", "quantize",
     "reference", "round_to", "to_bits", "typecheck", "wide_vecs_per_tg",
 ]

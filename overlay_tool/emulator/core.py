@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from overlay_tool.emulator import build, quant
-from overlay_tool.emulator.extract import extract, header_text, relabel, stable_label
+from overlay_tool.emulator.extract import Extraction, extract, header_text, relabel, stable_label
 from overlay_tool.errors import EmulatorError
 
 DEFAULT_FUNCTIONS = (
@@ -132,6 +132,9 @@ class Emulator:
     SIGALRM timer, Python's own SIGALRM handler is restored afterwards).
     """
 
+    default_functions: tuple[str, ...] = DEFAULT_FUNCTIONS
+    optional_functions: tuple[str, ...] = OPTIONAL_FUNCTIONS
+
     def __init__(
         self,
         header: Path | str,
@@ -157,11 +160,9 @@ class Emulator:
             )
         self.simd_sum_order = simd_sum_order
         self.timeout_s = timeout_s
-        base = DEFAULT_FUNCTIONS if functions is None else tuple(functions)
+        base = self.default_functions if functions is None else tuple(functions)
         self.functions = tuple(dict.fromkeys([*base, *extra_functions]))
-        self.extraction = extract(
-            self.text, self.functions, label=self.line_label, optional=OPTIONAL_FUNCTIONS
-        )
+        self.extraction = self._extract()
         self.flags = build.flags(
             contract=contract, opt=opt,
             defines={"EMU_SIMD_SUM_ORDER": str(SIMD_SUM_ORDERS[simd_sum_order])},
@@ -170,6 +171,10 @@ class Emulator:
         self._libs: list[ctypes.CDLL] = []
 
     # ---- building ------------------------------------------------------------
+    def _extract(self) -> Extraction:
+        return extract(self.text, self.functions, label=self.line_label,
+                       optional=self.optional_functions)
+
     def source(self, specs: Iterable[LaunchSpec]) -> str:
         parts = ['#include "metal_shim.h"\n', self.extraction.source, _ENTRY_PRELUDE]
         for s in specs:

@@ -273,16 +273,28 @@ def extract(text: str, names: Iterable[str], *, label: str = "quantized.h",
     """Take the named items (all overloads of each name) and their transitive
     dependencies among the header's own items. A missing required name raises
     EmulatorError; names in ``optional`` are taken only when present."""
-    items = split_items(text)
+    return extract_sources([(text, label)], names, optional=optional)
+
+
+def extract_sources(sources: Sequence[tuple[str, str]], names: Iterable[str], *,
+                    optional: Iterable[str] = ()) -> Extraction:
+    """:func:`extract` over several headers, given as ``(text, label)`` in
+    include order (e.g. ``fp4.h``, ``fp8.h``, ``fp_quantized.h``): names
+    resolve across all of them; items come out source by source, each in file
+    order under its own ``#line`` label."""
+    items: list[tuple[str, Item]] = [
+        (label, it) for text, label in sources for it in split_items(text)
+    ]
+    main_label = sources[-1][1]
     by_name: dict[str, list[int]] = {}
-    for idx, it in enumerate(items):
+    for idx, (_, it) in enumerate(items):
         if it.name:
             by_name.setdefault(it.name, []).append(idx)
     wanted = list(dict.fromkeys(names))
     missing = [n for n in wanted if n not in by_name]
     if missing:
         raise EmulatorError(
-            f"{label}: no top-level function or item named "
+            f"{main_label}: no top-level function or item named "
             + ", ".join(repr(m) for m in missing)
         )
     roots = wanted + [n for n in optional if n in by_name and n not in wanted]
@@ -296,18 +308,18 @@ def extract(text: str, names: Iterable[str], *, label: str = "quantized.h",
         seen.add(nm)
         for idx in by_name.get(nm, []):
             take.add(idx)
-            for dep in items[idx].idents:
+            for dep in items[idx][1].idents:
                 if dep in by_name and dep not in seen:
                     stack.append(dep)
     parts = []
     taken = []
-    esc = label.replace("\\", "\\\\").replace('"', '\\"')
     for idx in sorted(take):
-        it = items[idx]
+        label, it = items[idx]
+        esc = label.replace("\\", "\\\\").replace('"', '\\"')
         taken.append(it.name or "")
         body = _rewrite_threadgroup_decls(it.text) if it.kind == "function" else it.text
         parts.append(f'#line {it.line} "{esc}"\n{body}\n')
-    return Extraction("".join(parts), taken, label)
+    return Extraction("".join(parts), taken, main_label)
 
 
 def defined_names(text: str) -> list[str]:
@@ -321,4 +333,4 @@ def find_function_signature(text: str, name: str) -> str | None:
     return None
 
 
-__all__: Sequence[str] = ["extract", "split_items", "Extraction", "header_text", "defined_names"]
+__all__: Sequence[str] = ["extract", "extract_sources", "split_items", "Extraction", "header_text", "defined_names"]

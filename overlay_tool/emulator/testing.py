@@ -97,6 +97,54 @@ METAL_FUNC void qmv_streamed_impl(
 """
 
 
+# The same stand-in for fp_quantized.h: fp_qmv_streamed_impl with the template
+# and parameters the fp emulator's "qmv_streamed" kind launches.
+FP_STREAMED_LOOP_FIXTURE = r"""
+template <
+    typename T,
+    int group_size,
+    int bits,
+    int vecs_per_tg,
+    bool fast,
+    bool has_global_scale,
+    int results_per_simdgroup>
+METAL_FUNC void fp_qmv_streamed_impl(
+    const device uint32_t* w,
+    const device uint8_t* scales,
+    const device float* global_scale,
+    const device T* x,
+    device T* y,
+    const constant int& in_vec_size,
+    const constant int& out_vec_size,
+    const constant int& M,
+    uint3 tid [[threadgroup_position_in_grid]],
+    uint simd_gid [[simdgroup_index_in_threadgroup]],
+    uint simd_lid [[thread_index_in_simdgroup]]) {
+  for (int v = 0; v < vecs_per_tg; v++) {
+    const int m = int(tid.x) * vecs_per_tg + v;
+    if (m >= M) {
+      break;
+    }
+    uint3 t = tid;
+    t.x = m;
+    if (fast) {
+      fp_qmv_fast_impl<T, group_size, bits, has_global_scale, results_per_simdgroup>(
+          w, scales, global_scale, x, y, in_vec_size, out_vec_size, t, simd_gid, simd_lid);
+    } else {
+      fp_qmv_impl<T, group_size, bits, has_global_scale>(
+          w, scales, global_scale, x, y, in_vec_size, out_vec_size, t, simd_gid, simd_lid);
+    }
+  }
+}
+"""
+
+
+def with_fp_streamed_loop_fixture(header_text: str) -> str:
+    if "fp_qmv_streamed_impl" in header_text:
+        raise EmulatorError("the header already defines fp_qmv_streamed_impl")
+    return header_text + "\n" + FP_STREAMED_LOOP_FIXTURE
+
+
 def with_streamed_loop_fixture(header_text: str) -> str:
     if "qmv_streamed_impl" in header_text:
         raise EmulatorError("the header already defines qmv_streamed_impl")

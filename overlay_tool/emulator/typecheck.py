@@ -89,10 +89,20 @@ def typecheck(text: str, instantiations: Iterable[Instantiation] | None = None, 
     funcs = list(functions) if functions is not None else list(extra_functions)
     line_label = stable_label(label)
     src = source(text, inst, label=line_label, functions=funcs)
+    return check_source(src, line_label=line_label, label=label)
+
+
+def check_source(src: str, *, line_label: str, label: str) -> str:
+    """Run clang's C++ for OpenCL syntax check on ``src`` (cached by content,
+    prelude included); returns the command line. Raises EmulatorError with
+    the first diagnostic (``line_label`` put back as ``label``)."""
     cxx = clang()
     cache = build.default_cache_dir() / "typecheck"
     cache.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha256((src + PRELUDE.read_text()).encode()).hexdigest()[:32]
+    h = hashlib.sha256(src.encode())
+    for f in sorted(build.SHIM_DIR.glob("typecheck*.h")):
+        h.update(f.read_bytes())
+    key = h.hexdigest()[:32]
     ok = cache / f"{key}.ok"
     cmd = [cxx, "-x", "clcpp", "-cl-std=clc++2021", "-fsyntax-only",
            "-Wno-unknown-attributes", "-Wno-ignored-attributes", "-I", str(build.SHIM_DIR)]

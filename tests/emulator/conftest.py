@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from overlay_tool.emulator import Emulator
+from overlay_tool.emulator.fp import FpEmulator
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +25,17 @@ def stock_text(stock_header: Path) -> str:
 def emu(stock_header: Path) -> Emulator:
     """The stock kernels, contraction off (the default)."""
     return Emulator(stock_header)
+
+
+@pytest.fixture(scope="session")
+def fp_header(pinned_checkout: Path) -> Path:
+    return pinned_checkout / "mlx" / "backend" / "metal" / "kernels" / "fp_quantized.h"
+
+
+@pytest.fixture(scope="session")
+def fp_emu(fp_header: Path) -> FpEmulator:
+    """The stock fp kernels (fp_quantized.h with fp4.h, fp8.h), contraction off."""
+    return FpEmulator(fp_header)
 
 
 @pytest.fixture(scope="session")

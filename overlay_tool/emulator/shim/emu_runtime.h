@@ -727,6 +727,15 @@ inline void resolve_prefix_inclusive_sum(Lane* lanes, int n) {
     lane_out<T>(lanes, i, acc);
   }
 }
+template <typename T>
+inline void resolve_quad_sum(Lane* lanes, int n) {
+  for (int q = 0; q < n; q += 4) {
+    T v[4];
+    for (int i = 0; i < 4; i++) v[i] = q + i < n ? lane_in<T>(lanes, q + i) : T(0);
+    const T r = (v[0] + v[2]) + (v[1] + v[3]);
+    for (int i = 0; i < 4 && q + i < n; i++) lane_out<T>(lanes, q + i, r);
+  }
+}
 inline void resolve_nop(Lane*, int) {}
 
 } // namespace emu

@@ -100,6 +100,7 @@ struct bfloat16_t {
 };
 inline half::half(const bfloat16_t& b) : v((_Float16)(float)b) {}
 typedef bfloat16_t bfloat;
+typedef half float16_t;
 
 // Arithmetic. N op N -> N (computed in float, rounded once); N op float/double
 // -> float; N op integer -> N; half op bfloat -> float.
@@ -371,6 +372,22 @@ inline float ceil(float x) { return std::ceil(x); }
 inline float round(float x) { return std::round(x); }
 inline float rint(float x) { return std::rint(x); }
 inline float fabs(float x) { return std::fabs(x); }
+inline float log2(float x) { return std::log2(x); }
+inline bool isnan(float x) { return std::isnan(x); }
+inline bool isfinite(float x) { return std::isfinite(x); }
+inline bool signbit(float x) { return std::signbit(x); }
+
+// Metal's vec<T, N> and dot(). dot(a, b) is modelled as the left-to-right sum
+// ((a.x*b.x + a.y*b.y) + a.z*b.z) + a.w*b.w in T, one rounding per operation
+// (contraction as the build flags decide); the GPU's order is not documented.
+template <typename T, int N>
+using vec = emu::vec<T, N>;
+template <typename T, int N>
+inline T dot(const emu::vec<T, N>& a, const emu::vec<T, N>& b) {
+  T r = T(a[0] * b[0]);
+  for (int i = 1; i < N; i++) r = T(r + T(a[i] * b[i]));
+  return r;
+}
 
 // metal::precise:: — IEEE-exact versions (the emulator's defaults already are).
 namespace precise {
@@ -438,6 +455,12 @@ template <typename T>
 inline T simd_prefix_inclusive_sum(T v, EMU_SITE) {
   return emu::collective<T>(&emu::resolve_prefix_inclusive_sum<T>,
                             "simd_prefix_inclusive_sum", v, 0, emu_file, emu_line);
+}
+// quad_sum: the sum over the 4 lanes of each quadgroup (lanes 4q..4q+3) in the
+// shuffle-down ladder order (v0 + v2) + (v1 + v3), broadcast to the quad.
+template <typename T>
+inline T quad_sum(T v, EMU_SITE) {
+  return emu::collective<T>(&emu::resolve_quad_sum<T>, "quad_sum", v, 0, emu_file, emu_line);
 }
 inline void simdgroup_barrier(mem_flags, EMU_SITE) {
   (void)emu::collective<int>(&emu::resolve_nop, "simdgroup_barrier", 0, 0, emu_file,
