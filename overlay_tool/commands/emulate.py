@@ -6,6 +6,9 @@ patched one after `mlx-overlay apply`):
   2. the negative control: stock qmv_wide differs from the M = 1 kernel;
   3. when the header has qmv_streamed_impl: every row of qmv_streamed at
      M = 2..7 is bitwise equal to the same row of the M = 1 kernel.
+With --fp, the same three steps for the fp modes (mxfp4, nvfp4 with and
+without its global scale, mxfp8) on fp_quantized.h next to that header:
+fp_qmv_wide as the negative control, fp_qmv_streamed_impl when present.
 See docs/emulator.md for what the emulator can and cannot prove.
 """
 
@@ -37,6 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="a small sweep (float32, 4 bits: the most order-sensitive case) "
                         "instead of every dtype and bits")
     parser.add_argument("--typecheck-only", action="store_true", help="only the address-space type check")
+    parser.add_argument("--fp", action="store_true",
+                        help="also check the fp modes (fp_quantized.h in the header's folder)")
     parser.set_defaults(func=run)
 
 
@@ -66,6 +71,15 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     typecheck(header)
     print(f"type check: {header} passes (C++ for OpenCL address spaces)")
+    fp_header = header.parent / "fp_quantized.h"
+    if args.fp:
+        if not fp_header.is_file():
+            raise ConfigError(f"{fp_header}: no fp_quantized.h next to the header")
+        from overlay_tool.emulator.fp import FpEmulator
+
+        fp_emu = FpEmulator(fp_header, contract=args.contract)
+        fp_emu.typecheck()
+        print(f"type check: {fp_header} passes (C++ for OpenCL address spaces)")
     if args.typecheck_only:
         return 0
     emu = Emulator(header, contract=args.contract)
@@ -78,14 +92,41 @@ def run(args: argparse.Namespace) -> int:
           f"of {neg.compared} outputs")
     if neg.differing == 0:
         raise TestFailure("negative control failed: qmv_wide equals the M = 1 kernel, the harness cannot see order")
+    failures = []
     if "qmv_streamed_impl" not in emu.extraction.names:
         print("qmv_streamed_impl: not in this header (stock?); nothing more to prove")
-        return 0
-    res = sweep(emu, "qmv_streamed", ms=range(2, 8), cancel=True, **grid)
+    else:
+        res = sweep(emu, "qmv_streamed", ms=range(2, 8), cancel=True, **grid)
+        failures += _report("qmv_streamed", res, args, t0)
+    if args.fp:
+        failures += _fp(fp_emu, args, t0)
+    if failures:
+        raise TestFailure("; ".join(failures))
+    return 0
+
+
+def _report(kernel: str, res, args: argparse.Namespace, t0: float) -> list[str]:
     for line in res.mismatches[:20]:
         print(f"  MISMATCH {line}")
-    print(f"qmv_streamed vs M = 1 kernel: {res.differing} of {res.compared} outputs differ "
+    print(f"{kernel} vs M = 1 kernel: {res.differing} of {res.compared} outputs differ "
           f"({'contraction on' if args.contract else 'contraction off'}; {time.monotonic() - t0:.0f} s)")
     if res.differing:
-        raise TestFailure(f"qmv_streamed is not bit-identical to the M = 1 kernel in {len(res.mismatches)} case(s)")
-    return 0
+        return [f"{kernel} is not bit-identical to the M = 1 kernel in {len(res.mismatches)} case(s)"]
+    return []
+
+
+def _fp(emu, args: argparse.Namespace, t0: float) -> list[str]:
+    """The fp stage: fp_qmv_wide must differ, fp_qmv_streamed must not."""
+    from overlay_tool.emulator.fpparity import sweep
+
+    grid = dict(dtypes=("float32",)) if args.quick else {}
+    neg = sweep(emu, "qmv_wide", ms=range(2, 6), cancel=True, **grid)
+    print(f"fp negative control: stock fp_qmv_wide differs from the M = 1 kernel in "
+          f"{neg.share:.0%} of {neg.compared} outputs")
+    if neg.differing == 0:
+        raise TestFailure("fp negative control failed: fp_qmv_wide equals the M = 1 kernel")
+    if "fp_qmv_streamed_impl" not in emu.extraction.names:
+        print("fp_qmv_streamed_impl: not in this header (stock?); nothing more to prove")
+        return []
+    res = sweep(emu, "qmv_streamed", ms=range(2, 8), cancel=True, **grid)
+    return _report("fp_qmv_streamed", res, args, t0)

@@ -166,6 +166,7 @@ class FpEmulator(Emulator):
     def __init__(self, header: Path | str, *,
                  decoders: Sequence[tuple[str, str]] | None = None, **kw) -> None:
         self._decoders = decoders
+        self._params: dict[str, tuple[str, ...]] = {}  # function -> parameter names
         super().__init__(header, **kw)
 
     def _extract(self) -> Extraction:
@@ -177,21 +178,22 @@ class FpEmulator(Emulator):
         return extract_sources([*self._decoders, (self.text, self.line_label)],
                                self.functions, optional=self.optional_functions)
 
+    def parameters(self, function: str) -> tuple[str, ...]:
+        if function not in self._params:
+            self._params[function] = parameter_names(self.text, function)
+        return self._params[function]
+
     def spec(self, function: str, template_args: Sequence, dtype: str) -> FpLaunchSpec:
-        return FpLaunchSpec.make(function, template_args, dtype,
-                                 parameter_names(self.text, function))
+        return FpLaunchSpec.make(function, template_args, dtype, self.parameters(function))
 
     # ---- running -------------------------------------------------------------
     def launch(self, function: str, template_args: Sequence, *, w: np.ndarray,
                scales: np.ndarray, x: np.ndarray, global_scale=None, M: int, N: int,
                K: int, grid: tuple[int, int, int],
-               threadgroup: tuple[int, int, int] = (32, 2, 1), dtype: str,
-               **_unused) -> np.ndarray:
+               threadgroup: tuple[int, int, int] = (32, 2, 1), dtype: str) -> np.ndarray:
         """Run ``function<template_args>`` over ``grid`` threadgroups; the call
         passes each parameter by its name (:data:`PARAMS`). Returns y bit
         patterns (B, M, N), pre-filled with all-ones (NaN)."""
-        if _unused:
-            raise EmulatorError(f"unexpected argument(s): {', '.join(_unused)}")
         spec = self.spec(function, template_args, dtype)
         fn = self._entry(spec)
         xb = quant.to_bits(x, dtype)
@@ -242,12 +244,13 @@ class FpEmulator(Emulator):
             raise EmulatorError(f"kind {kind!r} is not one of {', '.join(FP_KINDS)}")
         if K % gs:
             raise EmulatorError(f"K={K} is not a multiple of {mode}'s group size {gs}")
+        if results_per_simdgroup not in (2, 4):
+            raise EmulatorError(f"results_per_simdgroup must be 2 or 4, not {results_per_simdgroup}")
         fast = quant.m1_uses_fast(N, K, bits)
         if kind == "qmv_m1":
             kind = fpquant.m1_kind(N, K, mode, hgs)
+        # the dispatch's narrow variant exists for the fast kernel only
         rps = results_per_simdgroup if kind in ("qmv_fast", "qmv_streamed") and fast else 4
-        if rps not in (2, 4):
-            raise EmulatorError(f"results_per_simdgroup must be 2 or 4, not {rps}")
         tg = (32, 2, 1)
         if kind in ("qmv_quad", "qmv_wide") and hgs:
             raise EmulatorError(f"dispatch_qmv never runs {kind} with a global scale")

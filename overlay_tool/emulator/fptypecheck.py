@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 from overlay_tool.emulator import fpquant
 from overlay_tool.emulator.core import _targ
-from overlay_tool.emulator.fp import FpEmulator, parameter_names
+from overlay_tool.emulator.fp import FpEmulator
 from overlay_tool.emulator.typecheck import check_source
 from overlay_tool.errors import EmulatorError
 
@@ -63,7 +63,7 @@ def source(emu: FpEmulator, instantiations: Iterable[Instantiation]) -> str:
              '#line 1 "<type-check instantiations>"\n']
     for i, (fn, targs) in enumerate(instantiations):
         ta = [_targ(a) for a in targs]
-        params = parameter_names(emu.text, fn)
+        params = emu.parameters(fn)
         unknown = [p for p in params if p not in DECLS]
         if unknown:
             raise EmulatorError(f"{fn}: parameter(s) {', '.join(unknown)} unknown to the type check")
