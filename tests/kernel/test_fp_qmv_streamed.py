@@ -127,11 +127,6 @@ def emu(patched_fp_header) -> FpEmulator:
     return FpEmulator(patched_fp_header, contract=False)
 
 
-@pytest.fixture(scope="module")
-def emu_contract(patched_fp_header) -> FpEmulator:
-    return FpEmulator(patched_fp_header, contract=True)
-
-
 # ---- the order property -------------------------------------------------------------
 
 
@@ -142,52 +137,28 @@ def test_fp_streamed_equals_m1(emu, variant, dtype):
     assert compared > 0 and not bad, "\n".join(bad)
 
 
-# Under cross-statement contraction (-ffp-contract=fast) the M = 1 fp_qmv
-# kernel's last K block is not pinned by its source: `result[row] +=
-# qdot_safe(...)` is `result + scale * accum` across a statement boundary, and
-# whether GCC fuses it into an FMA depends on the compilation context (see
-# test_fp_qmv_last_block_contraction_depends_on_the_context). With e8m0 scales
-# (mxfp4, mxfp8: powers of two) fusing it cannot change a bit, and the fast
-# order (fp_qmv_fast) has no last block; nvfp4's e4m3 scales in the fp_qmv
-# order are the one case where neither kernel's bits are defined by the
-# source under that contraction. Metal builds MLX's kernels with
-# -fno-fast-math, under which clang fuses within a statement only, where
-# fp_qmv_streamed writes every statement as the M = 1 kernel does.
-FAST_ORDER = ("aligned", "aligned_2blk")
+# Contraction on, as a GPU compiler does it: everything inlined. The fp qdot
+# returns `scale * accum` and its caller adds that to the row's sum in another
+# statement; with GCC's default inlining heuristics qdot may stay a call in
+# one kernel and be inlined in the other, so the product and the add fuse in
+# one only (test_fp_qmv_contraction_needs_everything_inlined: even the stock
+# M = 1 kernel's bits then differ between -O1 and -O3). A Metal kernel is
+# compiled with every function inlined; the contraction-on runs model that
+# with -finline-limit=100000. (e8m0 scales, powers of two, make the fused and
+# unfused sums equal; nvfp4's e4m3 scales do not.)
+INLINE_ALL = "-finline-limit=100000"
 
 
-def contraction_shapes(mode):
-    if mode == "nvfp4":
-        return {k: SHAPES[k] for k in FAST_ORDER}
-    return SHAPES
+@pytest.fixture(scope="module")
+def emu_contract(patched_fp_header) -> FpEmulator:
+    return FpEmulator(patched_fp_header, contract=True, opt=f"-O1 {INLINE_ALL}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
 def test_fp_streamed_equals_m1_contraction_on(emu_contract, variant, dtype):
-    bad, compared = check_streamed_equals_m1(emu_contract, *variant, dtype,
-                                             shapes=contraction_shapes(variant[0]))
+    bad, compared = check_streamed_equals_m1(emu_contract, *variant, dtype)
     assert compared > 0 and not bad, "\n".join(bad)
-
-
-def test_fp_qmv_last_block_contraction_depends_on_the_context(patched_fp_header):
-    # The stock M = 1 kernel alone, nvfp4 in the fp_qmv order (ragged K),
-    # contraction on: compiled at -O1 and at -O3 it gives different bits
-    # (GCC 12 fuses the last block's `result += scale * accum` at -O3 only);
-    # with contraction off the two agree. So under cross-statement
-    # contraction "the M = 1 result" of this case depends on how the kernel
-    # was compiled, and no streamed kernel can be checked against it there.
-    N, K = SHAPES["ragged_k"]
-    p = make_case("nvfp4", False, "float16", N, K)
-    kw = dict(w=p["w"], scales=p["scales"], global_scale=None, x=p["x"], mode="nvfp4",
-              dtype="float16")
-    y = {(c, o): FpEmulator(patched_fp_header, contract=c, opt=o).qmv("qmv_m1", **kw)
-         for c in (False, True) for o in ("-O1", "-O3")}
-    assert np.array_equal(y[False, "-O1"], y[False, "-O3"])
-    differ = int((y[True, "-O1"] != y[True, "-O3"]).sum())
-    print(f"stock fp_qmv, nvfp4 float16 N={N} K={K}, contraction on: -O1 vs -O3 differ in "
-          f"{differ} of {y[True, '-O1'].size} outputs")
-    assert differ > 0
 
 
 def test_contraction_on_is_not_vacuous(emu, emu_contract):
@@ -195,13 +166,37 @@ def test_contraction_on_is_not_vacuous(emu, emu_contract):
     # the M = 1 outputs change for some inputs, so the run above is a real test.
     changed = 0
     for mode, g in VARIANTS:
-        for name in ("aligned", "ragged_n"):
+        for name in ("aligned_2blk", "ragged_n"):
             N, K = SHAPES[name]
-            p = make_case(mode, g, "float32", N, K)
-            kw = dict(w=p["w"], scales=p["scales"], global_scale=p["global_scale"], x=p["x"],
-                      mode=mode, dtype="float32")
-            changed += int((emu.qmv("qmv_m1", **kw) != emu_contract.qmv("qmv_m1", **kw)).sum())
+            for dtype in ("float16", "float32"):
+                p = make_case(mode, g, dtype, N, K)
+                kw = dict(w=p["w"], scales=p["scales"], global_scale=p["global_scale"], x=p["x"],
+                          mode=mode, dtype=dtype)
+                changed += int((emu.qmv("qmv_m1", **kw) != emu_contract.qmv("qmv_m1", **kw)).sum())
     assert changed > 0
+
+
+def test_fp_qmv_contraction_needs_everything_inlined(patched_fp_header):
+    # The stock M = 1 kernel alone, nvfp4 in the fp_qmv order (ragged K),
+    # contraction on: with GCC's default inlining an -O1 and an -O3 build
+    # give different bits (the last block's `result += scale * accum` fuses
+    # at -O3 only); with everything inlined they agree (and agree with the
+    # -O3 build). Contraction off: all agree.
+    N, K = SHAPES["ragged_k"]
+    p = make_case("nvfp4", False, "float16", N, K)
+    kw = dict(w=p["w"], scales=p["scales"], global_scale=None, x=p["x"], mode="nvfp4",
+              dtype="float16")
+    opts = ("-O1", "-O3", f"-O1 {INLINE_ALL}", f"-O3 {INLINE_ALL}")
+    y = {(c, o): FpEmulator(patched_fp_header, contract=c, opt=o).qmv("qmv_m1", **kw)
+         for c in (False, True) for o in opts}
+    for o in opts[1:]:
+        assert np.array_equal(y[False, opts[0]], y[False, o])
+    differ = int((y[True, "-O1"] != y[True, "-O3"]).sum())
+    print(f"stock fp_qmv, nvfp4 float16 N={N} K={K}, contraction on, default inlining: "
+          f"-O1 vs -O3 differ in {differ} of {y[True, '-O1'].size} outputs")
+    assert differ > 0
+    assert np.array_equal(y[True, f"-O1 {INLINE_ALL}"], y[True, f"-O3 {INLINE_ALL}"])
+    assert np.array_equal(y[True, f"-O1 {INLINE_ALL}"], y[True, "-O3"])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
