@@ -9,7 +9,8 @@ fp16, M = 1 .. (the mat-vec batch limit - 1), it times in one process:
   streamed     qmv_streamed with the dispatch's tile (rows equal to M = 1)
   streamed:V   qmv_streamed with V = 1..5 vectors per tile
 
-and prints the recovered fraction (t_qmv - t_streamed) / (t_qmv - t_wide),
+(``--quant mxfp4|nvfp4|mxfp8`` times the fp modes' kernels instead, with
+their own bits and group size) and prints the recovered fraction (t_qmv - t_streamed) / (t_qmv - t_wide),
 effective GB/s against the chip's memory bandwidth, and whether each route's
 rows are bitwise equal to the same rows computed alone (M = 1). Writes
 everything as JSON (docs/bench.md). ``--default-route`` times only the wheel's
@@ -154,13 +155,20 @@ def qmv_batch_limit(arch: str, K: int, N: int) -> int:
     return 18 if small else 12 if mid else 10
 
 
-def weight_bytes(K: int, N: int, bits: int, group_size: int, dtype: str) -> int:
+#: MLX's fp quantization modes: (bits, group size); scales are one byte, no biases.
+FP_MODES = {"mxfp4": (4, 32), "nvfp4": (4, 16), "mxfp8": (8, 32)}
+
+
+def weight_bytes(K: int, N: int, bits: int, group_size: int, dtype: str, mode: str = "affine") -> int:
+    if mode != "affine":
+        return N * K * bits // 8 + N * (K // group_size)
     return N * K * bits // 8 + 2 * N * (K // group_size) * DTYPE_BYTES[dtype]
 
 
-def product_bytes(K: int, N: int, M: int, bits: int, group_size: int, dtype: str) -> int:
-    """The least traffic of one product: W, scales and biases once, x and y."""
-    return weight_bytes(K, N, bits, group_size, dtype) + M * (K + N) * DTYPE_BYTES[dtype]
+def product_bytes(K: int, N: int, M: int, bits: int, group_size: int, dtype: str,
+                  mode: str = "affine") -> int:
+    """The least traffic of one product: W, scales (and biases) once, x and y."""
+    return weight_bytes(K, N, bits, group_size, dtype, mode) + M * (K + N) * DTYPE_BYTES[dtype]
 
 
 def routes_for(M: int) -> list[str]:
@@ -186,12 +194,13 @@ class MlxTimer:
     copies in one evaluation, ``repeats`` times, and keeps the median."""
 
     def __init__(self, *, iters: int, repeats: int, warmup: int, rotate_bytes: int,
-                 bits: int, group_size: int, seed: int = 0) -> None:
+                 bits: int, group_size: int, seed: int = 0, mode: str = "affine") -> None:
         import mlx.core as mx
 
         self.mx = mx
         self.iters, self.repeats, self.warmup = iters, repeats, warmup
         self.rotate_bytes, self.bits, self.group_size = rotate_bytes, bits, group_size
+        self.mode = mode
         mx.random.seed(seed)
         self.copies: list = []
         self._next = 0
@@ -239,14 +248,15 @@ class MlxTimer:
         if hasattr(mx, "clear_cache"):  # give the last shape's copies back
             mx.clear_cache()
         w = (mx.random.normal((N, K)) * (1 / math.sqrt(K))).astype(dt)
-        wq, s, b = mx.quantize(w, group_size=self.group_size, bits=self.bits)
-        mx.eval(wq, s, b)
-        n = max(2, math.ceil(self.rotate_bytes / weight_bytes(K, N, self.bits, self.group_size, dtype)))
+        q = mx.quantize(w, group_size=self.group_size, bits=self.bits, mode=self.mode)
+        mx.eval(*q)
+        n = max(2, math.ceil(self.rotate_bytes / weight_bytes(K, N, self.bits, self.group_size, dtype,
+                                                              self.mode)))
         for _ in range(n):
-            c = (wq + 0, s + 0, b + 0)
+            c = tuple(a + 0 for a in q)
             mx.eval(*c)
             self.copies.append(c)
-        del w, wq, s, b
+        del w, q
         self.x = mx.random.normal((max_m, K)).astype(dt)
         mx.eval(self.x)
 
@@ -261,7 +271,7 @@ class MlxTimer:
             w = self.copies[self._next % len(self.copies)]
             self._next += 1
             out.append(mx.quantized_matmul(x, *w, transpose=True, group_size=self.group_size,
-                                           bits=self.bits))
+                                           bits=self.bits, mode=self.mode))
         return out
 
     def time(self, route: str, M: int) -> float:
@@ -292,15 +302,15 @@ class MlxTimer:
         """Are the M rows of the product under ``route`` bitwise equal to the
         same rows computed alone (M = 1, the default dispatch)?"""
         mx = self.mx
-        wq, s, b = self.copies[0]
-        kw = dict(transpose=True, group_size=self.group_size, bits=self.bits)
+        w = self.copies[0]
+        kw = dict(transpose=True, group_size=self.group_size, bits=self.bits, mode=self.mode)
         os.environ.pop("MLX_QMV_ROUTE", None)
-        ref = [mx.quantized_matmul(self.x[i:i + 1], wq, s, b, **kw) for i in range(M)]
+        ref = [mx.quantized_matmul(self.x[i:i + 1], *w, **kw) for i in range(M)]
         mx.eval(ref)
         if route != "default":
             os.environ["MLX_QMV_ROUTE"] = route
         try:
-            y = mx.quantized_matmul(self.x[:M], wq, s, b, **kw)
+            y = mx.quantized_matmul(self.x[:M], *w, **kw)
             mx.eval(y)
         finally:
             os.environ.pop("MLX_QMV_ROUTE", None)
@@ -330,7 +340,7 @@ def run_bench(opts, timer, machine: dict, log=print) -> dict:
         max_m = min(limit - 1, opts.max_m) if opts.max_m else limit - 1
         for dtype in opts.dtypes:
             timer.prepare(K, N, dtype, max_m)
-            log(f"\n{model} {proj}: K={K} N={N} {dtype}, {opts.bits}-bit group {opts.group_size}, "
+            log(f"\n{model} {proj}: K={K} N={N} {dtype}, {opts.quant} {opts.bits}-bit group {opts.group_size}, "
                 f"M = 1..{max_m} (mat-vec limit {limit})")
             if opts.default_route:
                 log(f"{'M':>3} {'us':>8} {'GB/s':>6} {'%bw':>5} {'rows=M1':>7}")
@@ -340,7 +350,7 @@ def run_bench(opts, timer, machine: dict, log=print) -> dict:
             for M in range(1, max_m + 1):
                 routes = ["default"] if opts.default_route else routes_for(M)
                 times = {r: timer.time(r, M) for r in routes}
-                gbytes = product_bytes(K, N, M, opts.bits, opts.group_size, dtype) / 1e9
+                gbytes = product_bytes(K, N, M, opts.bits, opts.group_size, dtype, opts.quant) / 1e9
                 gbs = {r: gbytes / t for r, t in times.items()}
                 eq = {}
                 if opts.check_bits and M >= 2:
@@ -440,6 +450,8 @@ def parse_args(argv):
     p.add_argument("--shape", action="append", metavar="KxN", help="extra K x N shape (repeatable)")
     p.add_argument("--dtype", action="append", choices=("bfloat16", "float16"),
                    help="activation/scale dtype (default: both)")
+    p.add_argument("--quant", choices=("affine", *FP_MODES), default="affine",
+                   help="quantization mode (default affine); an fp mode sets its own bits and group size")
     p.add_argument("--bits", type=int, default=4)
     p.add_argument("--group-size", type=int, default=64)
     p.add_argument("--max-m", type=int, default=0, help="largest M (default: the mat-vec limit - 1)")
@@ -471,6 +483,8 @@ def parse_args(argv):
         shapes = [s for s in shapes if s[0] == "custom"]
     opts.shapes = shapes
     opts.dtypes = opts.dtype or ["bfloat16", "float16"]
+    if opts.quant != "affine":
+        opts.bits, opts.group_size = FP_MODES[opts.quant]
     return opts
 
 
@@ -498,7 +512,7 @@ def main(argv=None, *, timer_factory=None, plat: Platform | None = None, log=pri
         def timer_factory(o):
             return MlxTimer(iters=o.iters, repeats=o.repeats, warmup=o.warmup,
                             rotate_bytes=o.rotate_mb * 1024 * 1024, bits=o.bits,
-                            group_size=o.group_size)
+                            group_size=o.group_size, mode=o.quant)
 
     timer = timer_factory(opts)
     ok, why = (True, "") if opts.default_route else timer.route_switch_works()
@@ -526,7 +540,7 @@ def main(argv=None, *, timer_factory=None, plat: Platform | None = None, log=pri
         "seconds": round((_dt.datetime.now(_dt.timezone.utc) - started).total_seconds(), 1),
         "command": ["bench/metal_qmv.py", *(argv if argv is not None else sys.argv[1:])],
         "machine": machine,
-        "settings": {"bits": opts.bits, "group_size": opts.group_size, "iters": opts.iters,
+        "settings": {"quant": opts.quant, "bits": opts.bits, "group_size": opts.group_size, "iters": opts.iters,
                      "repeats": opts.repeats, "warmup": opts.warmup, "rotate_mb": opts.rotate_mb,
                      "min_gap": opts.min_gap, "dtypes": opts.dtypes,
                      "mode": "default-route" if opts.default_route else "routes",

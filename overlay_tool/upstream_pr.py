@@ -313,6 +313,42 @@ def parity_section(project: Project, summary: Path | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: What the Metal patches change for models, per Apple GPU generation: one
+#: block per kernel header a patch of the PR touches (the queue's own facts,
+#: kept next to the tool that writes the PR; docs/qmv_streamed.md has the
+#: detail).
+BEHAVIOUR: dict[str, str] = {
+    "mlx/backend/metal/kernels/quantized.h": """\
+Affine models (`affine_qmv_streamed`), products of 2 <= M < vector_limit vectors:
+
+| Apple GPU generation | before | after |
+|---|---|---|
+| < 15 (13, 14, ...) | `qmv` / `qmv_fast` once per vector: rows bitwise equal to M = 1, weights read M times | `qmv_streamed`: the same bits, weights read ceil(M / 5) times |
+| >= 15 | `qmv_wide`: rows differ from M = 1 in the last bits | unchanged |
+""",
+    "mlx/backend/metal/kernels/fp_quantized.h": """\
+fp models (mxfp4, nvfp4, mxfp8; `fp_qmv_streamed`), `quantized_matmul` with
+2 <= M < vector_limit and `qqmm` with M >= 2:
+
+| Apple GPU generation | before | after |
+|---|---|---|
+| < 15 (13, 14, ...) | `fp_qmv_wide` on every generation: rows differ from M = 1 in the last bits | `fp_qmv_streamed`: every row bitwise equal to the row computed alone, an exactness fp models did not have on any generation; weights read ceil(M / 5) times, as with `fp_qmv_wide` |
+| >= 15 | `fp_qmv_wide` | unchanged (the mlx-overlay project keeps these exact too, by default, outside this PR) |
+| every generation, nvfp4 `qqmm` with global scales | `fp_qmv` once per vector: exact, weights read M times | `fp_qmv_streamed`: the same bits, weights read ceil(M / 5) times |
+""",
+}
+
+
+def behaviour_section(patches: list[PatchFile]) -> list[str]:
+    """PR.md lines on what changes for models, per GPU generation (empty when
+    no patch touches a kernel header listed in BEHAVIOUR)."""
+    paths = {f.path for p in patches for f in p.files}
+    blocks = [text for path, text in BEHAVIOUR.items() if path in paths]
+    if not blocks:
+        return []
+    return ["## What changes for models", "", *[ln for b in blocks for ln in (b.rstrip("\n"), "")]]
+
+
 def _demote(markdown: str) -> str:
     return re.sub(r"^(#+) ", r"\1## ", markdown, flags=re.M)
 
@@ -327,6 +363,7 @@ def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, ch
     for n, patch in enumerate(patches, start=1):
         files = ", ".join(f"`{f.path}`" for f in patch.files)
         out += [f"### {n}. {patch.subject}", "", patch.body or "(no description)", "", f"Files: {files}", ""]
+    out += behaviour_section(patches)
     tests = [f.path for p in patches for f in p.files if "/tests/" in f"/{f.path}"]
     out += ["## Tests", ""]
     out += ([f"- `{t}` (new or changed; run it on main to see it fail)" for t in dict.fromkeys(tests)]

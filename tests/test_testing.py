@@ -153,4 +153,4 @@ def test_parity_files_ship_with_the_package() -> None:
 
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["overlay_tool"]
     assert "parity/*.py" in data and "parity/pytest.ini" in data
-    assert {p.name for p in PARITY.iterdir()} >= {"conftest.py", "parity_lib.py", "pytest.ini", "test_row_parity.py", "test_metal_route.py"}
+    assert {p.name for p in PARITY.iterdir()} >= {"conftest.py", "parity_lib.py", "pytest.ini", "test_row_parity.py", "test_fp_row_parity.py", "test_metal_route.py"}

@@ -171,3 +171,24 @@ def test_formatters_that_cannot_be_installed_are_reported_loudly(mlx_like: Toy, 
     assert rc == 12
     assert "FORMATTING NOT CHECKED: cannot install clang-format==21.1.8, black==26.1.0, isort==7.0.0" in err
     assert not (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").exists()
+
+
+def test_pr_says_what_changes_per_gpu_generation() -> None:
+    # The queue's own upstream patches: the fp kernel patch brings the fp
+    # block (generations 13/14 gain exactness, 15+ unchanged upstream), the
+    # affine one the affine block; a patch touching neither adds nothing.
+    from overlay_tool.patchfile import PatchFile
+    from overlay_tool.upstream_pr import behaviour_section
+
+    patches = Path(__file__).resolve().parent.parent / "patches"
+    fp = PatchFile.read(next(patches.glob("*-Add-an-order-preserving-streamed-fp-qmv-kernel.patch")))
+    affine = PatchFile.read(next(patches.glob("*-Add-an-order-preserving-streamed-qmv-kernel.patch")))
+    test = PatchFile.read(next(patches.glob("*-Test-that-small-batch-fp-qmv-rows-match-the-single-v.patch")))
+    text = "\n".join(behaviour_section([affine, fp, test]))
+    assert text.startswith("## What changes for models")
+    assert "fp models (mxfp4, nvfp4, mxfp8" in text and "Affine models" in text
+    assert "| < 15 (13, 14, ...) | `fp_qmv_wide` on every generation" in text
+    assert "| >= 15 | `fp_qmv_wide` | unchanged (the mlx-overlay project keeps these exact" in text
+    assert "nvfp4 `qqmm` with global scales | `fp_qmv` once per vector" in text
+    assert "Affine models" not in "\n".join(behaviour_section([fp]))
+    assert behaviour_section([test]) == []

@@ -77,7 +77,14 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{fp_header}: no fp_quantized.h next to the header")
         from overlay_tool.emulator.fp import FpEmulator
 
-        fp_emu = FpEmulator(fp_header, contract=args.contract)
+        # With contraction on, the fp kernels are built with everything
+        # inlined, as a GPU compiler builds a kernel: the fp qdot returns
+        # scale * accum and the caller adds it in another statement, so under
+        # GCC's default inlining the two fuse only where qdot happened to be
+        # inlined, and even the stock M = 1 kernel's bits change with -O1/-O3
+        # (tests/kernel/test_fp_qmv_streamed.py, docs/qmv_streamed.md).
+        fp_emu = FpEmulator(fp_header, contract=args.contract,
+                            **({"opt": "-O1 -finline-limit=100000"} if args.contract else {}))
         fp_emu.typecheck()
         print(f"type check: {fp_header} passes (C++ for OpenCL address spaces)")
     if args.typecheck_only:

@@ -19,11 +19,14 @@ MIN_M_MAX = 16
 
 #: The overlay's benchmarking switch (patch "make qmv_streamed the default
 #: and add a route switch"): MLX_QMV_ROUTE=qmv|wide|streamed|streamed:V forces
-#: the kernel of affine mat-vec products on every generation. ("MLX_QMV_WIDE=1"
+#: the kernel of affine (and, with the fp overlay patch, fp) mat-vec products
+#: on every generation. ("MLX_QMV_WIDE=1"
 #: is the policy switch back to qmv_wide on generation 15 and later.)
 ROUTE_ENV = os.environ.get("MLX_OVERLAY_PARITY_ROUTE_ENV", "MLX_QMV_ROUTE")
 #: Name of the streamed kernel as it appears in mlx.metallib.
 STREAMED_KERNEL = os.environ.get("MLX_OVERLAY_PARITY_KERNEL", "affine_qmv_streamed")
+#: Host names (prefixes) of the fp streamed kernels, one per fp mode.
+FP_STREAMED_KERNELS = ("mxfp4_qmv_streamed", "nvfp4_qmv_streamed", "mxfp8_qmv_streamed")
 
 
 def parse_arch(arch: str) -> tuple[int, str]:

@@ -294,6 +294,10 @@ assert t.rows_equal_m1("streamed:2", 3) is True
 assert t.rows_equal_m1("default", 3) is True
 ok, why = t.route_switch_works()
 assert ok is False and "route switch" in why  # the CPU backend never reads MLX_QMV_ROUTE
+for mode, (bits, gs) in mq.FP_MODES.items():  # --quant: the fp modes (uint8 scales, no biases)
+    f = mq.MlxTimer(iters=2, repeats=1, warmup=0, rotate_bytes=1 << 18, bits=bits, group_size=gs, mode=mode)
+    f.prepare(512, 64, "float16", 3)
+    assert len(f.copies[0]) == 2 and f.time("streamed", 3) > 0 and f.rows_equal_m1("default", 3) is True
 print("ok")
 """
 
@@ -314,3 +318,12 @@ def test_mlx_timer_code_path_on_cpu():
         py = sys.executable
     proc = subprocess.run([py, "-c", TIMER_ON_CPU, str(SCRIPT)], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_quant_option_sets_the_fp_modes_bits_and_group_size():
+    opts = mq.parse_args(["--quant", "nvfp4", "--shape", "4096x4096"])
+    assert (opts.quant, opts.bits, opts.group_size) == ("nvfp4", 4, 16)
+    assert mq.parse_args([]).quant == "affine" and mq.parse_args([]).group_size == 64
+    # fp: packed weights plus one byte of scale per group, no biases
+    assert mq.weight_bytes(4096, 4096, 8, 32, "bfloat16", "mxfp8") == 4096 * 4096 + 4096 * 128
+    assert mq.product_bytes(512, 64, 2, 4, 16, "float16", "nvfp4") == 512 * 64 // 2 + 64 * 32 + 2 * (512 + 64) * 2

@@ -22,3 +22,16 @@ def stock_header(pinned_checkout) -> Path:
 @pytest.fixture(scope="session")
 def patched_header(patched_checkout) -> Path:
     return patched_checkout / HEADER
+
+
+FP_HEADER = Path("mlx/backend/metal/kernels/fp_quantized.h")
+
+
+@pytest.fixture(scope="session")
+def stock_fp_header(pinned_checkout) -> Path:
+    return pinned_checkout / FP_HEADER
+
+
+@pytest.fixture(scope="session")
+def patched_fp_header(patched_checkout) -> Path:
+    return patched_checkout / FP_HEADER
