@@ -43,6 +43,28 @@ def _targ(a) -> str:
     raise EmulatorError(f"template argument {a!r} is not a str, int or bool")
 
 
+def export_entry(symbol: str, third_buffer: str) -> str:
+    """The exported C entry that launches ``<symbol>_body`` over the five
+    buffers w, scales, ``third_buffer`` (biases or global_scale), x, y."""
+    return f"""EMU_EXPORT int {symbol}(void** host, long long* bytes, int K, int N, int M,
+    int gx, int gy, int gz, int tgx, int tgy, int tgz, long long* bstrides,
+    char* err, int errlen, long long timeout_ms) {{
+  emu_args a;
+  a.K = K; a.N = N; a.M = M;
+  a.w_bstride = bstrides[0]; a.s_bstride = bstrides[1]; a.b_bstride = bstrides[2];
+  a.x_bstride = bstrides[3]; a.y_bstride = bstrides[4];
+  emu::HostBuf hb[5] = {{
+      {{"w", host[0], (size_t)bytes[0], 1, 0}},
+      {{"scales", host[1], (size_t)bytes[1], 1, 0}},
+      {{"{third_buffer}", host[2], (size_t)bytes[2], 1, 0}},
+      {{"x", host[3], (size_t)bytes[3], 1, 0}},
+      {{"y", host[4], (size_t)bytes[4], 1, 1}}}};
+  return emu::launch(&{symbol}_body, &a, a.dev, hb, 5, gx, gy, gz, tgx, tgy, tgz,
+                     err, errlen, (long)timeout_ms);
+}}
+"""
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """One kernel instantiation: function<template_args> on buffers of dtype."""
@@ -85,23 +107,7 @@ static void {self.symbol}_body(void* u, unsigned gx, unsigned gy, unsigned gz,
       L->simd_gid,
       L->simd_lid);
 }}
-EMU_EXPORT int {self.symbol}(void** host, long long* bytes, int K, int N, int M,
-    int gx, int gy, int gz, int tgx, int tgy, int tgz, long long* bstrides,
-    char* err, int errlen, long long timeout_ms) {{
-  emu_args a;
-  a.K = K; a.N = N; a.M = M;
-  a.w_bstride = bstrides[0]; a.s_bstride = bstrides[1]; a.b_bstride = bstrides[2];
-  a.x_bstride = bstrides[3]; a.y_bstride = bstrides[4];
-  emu::HostBuf hb[5] = {{
-      {{"w", host[0], (size_t)bytes[0], 1, 0}},
-      {{"scales", host[1], (size_t)bytes[1], 1, 0}},
-      {{"biases", host[2], (size_t)bytes[2], 1, 0}},
-      {{"x", host[3], (size_t)bytes[3], 1, 0}},
-      {{"y", host[4], (size_t)bytes[4], 1, 1}}}};
-  return emu::launch(&{self.symbol}_body, &a, a.dev, hb, 5, gx, gy, gz, tgx, tgy, tgz,
-                     err, errlen, (long)timeout_ms);
-}}
-"""
+""" + export_entry(self.symbol, "biases")
 
 
 _ENTRY_PRELUDE = """

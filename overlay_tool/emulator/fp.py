@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from overlay_tool.emulator import fpquant, quant
-from overlay_tool.emulator.core import CXX_TYPE, ERRLEN, _LAUNCH_LOCK, Emulator, _targ
+from overlay_tool.emulator.core import CXX_TYPE, ERRLEN, _LAUNCH_LOCK, Emulator, _targ, export_entry
 from overlay_tool.emulator.extract import Extraction, extract_sources, split_items, stable_label
 from overlay_tool.errors import EmulatorError
 
@@ -120,23 +120,7 @@ static void {self.symbol}_body(void* u, unsigned gx, unsigned gy, unsigned gz,
   {self.function}<{", ".join(self.template_args)}>(
       {args});
 }}
-EMU_EXPORT int {self.symbol}(void** host, long long* bytes, int K, int N, int M,
-    int gx, int gy, int gz, int tgx, int tgy, int tgz, long long* bstrides,
-    char* err, int errlen, long long timeout_ms) {{
-  emu_args a;
-  a.K = K; a.N = N; a.M = M;
-  a.w_bstride = bstrides[0]; a.s_bstride = bstrides[1]; a.b_bstride = bstrides[2];
-  a.x_bstride = bstrides[3]; a.y_bstride = bstrides[4];
-  emu::HostBuf hb[5] = {{
-      {{"w", host[0], (size_t)bytes[0], 1, 0}},
-      {{"scales", host[1], (size_t)bytes[1], 1, 0}},
-      {{"global_scale", host[2], (size_t)bytes[2], 1, 0}},
-      {{"x", host[3], (size_t)bytes[3], 1, 0}},
-      {{"y", host[4], (size_t)bytes[4], 1, 1}}}};
-  return emu::launch(&{self.symbol}_body, &a, a.dev, hb, 5, gx, gy, gz, tgx, tgy, tgz,
-                     err, errlen, (long)timeout_ms);
-}}
-"""
+""" + export_entry(self.symbol, "global_scale")
 
 
 def decoder_sources(text: str, header: Path | None) -> list[tuple[str, str]]:
