@@ -427,6 +427,7 @@ int main(int argc, char** argv) {
         size_t set_bytes = w_bytes + 2 * sb_elems * 2;
         Sets sets;
         sets.R = int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
+        if (!sh.timed) sets.R = 1;  // parity only: weight set 0
         uint32_t seed = 1000 * sh.n + sh.k + 7 * dtype + bits;
         for (int r = 0; r < sets.R; ++r) {
           void *w, *s, *b;
