@@ -233,6 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     cmd = [str(exe), "--out", str(out)] + (["--quick"] if args.quick else [])
+    cmd += ["--ragged"] if args.ragged else []
     p = subprocess.run(cmd)
     if (bdir / "ptxas.md").is_file():
         shutil.copy(bdir / "ptxas.md", out / "ptxas.md")
@@ -258,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--build-dir", default=str(ROOT / "build" / "cuda_qmv"))
     r.add_argument("--out", default=".")
     r.add_argument("--quick", action="store_true")
+    r.add_argument("--ragged", action="store_true",
+                   help="parity on K that is not a whole number of tiles, short timing")
     r.set_defaults(func=cmd_run)
     args = ap.parse_args(argv)
     try:

@@ -6,14 +6,17 @@
 # unpacked, libmlx.so stripped and its non-sm_90 cubins zeroed to fit the
 # transfer limit) and optionally fallback.tar.xz + qmv_entry.cu/qmv_bench.cu
 # /qmv_api.h to rebuild on the device when the carried binary does not run.
-# Usage: cuda_qmv_device.sh C OUTDIR [--quick] [--no-wheel] [--no-bench]
-#        [--ncu "DTYPE,BITS,K,N W,R,V,D,M ..."]
+# Usage: cuda_qmv_device.sh C OUTDIR [--quick] [--ragged] [--no-wheel]
+#        [--no-bench] [--ncu "DTYPE,BITS,K,N W,R,V,D,M ..."]
+#        [--wheel-shapes KxN,...]
 set -uo pipefail
 C=$1; OUT=$2; shift 2
-QUICK=""; WHEEL=1; BENCH=1; NCU=""
+QUICK=""; RAGGED=""; WHEEL=1; BENCH=1; NCU=""; WSHAPES=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=--quick ;;
+    --ragged) RAGGED=--ragged ;;
+    --wheel-shapes) WSHAPES="--shapes $2"; shift ;;
     --no-wheel) WHEEL=0 ;;
     --no-bench) BENCH=0 ;;
     --ncu) NCU=$2; shift ;;
@@ -53,7 +56,7 @@ if [ -n "$NCU" ]; then
   echo "ncu exit $? ($(wc -l < "$OUT/ncu.csv") lines)"
 fi
 if [ $BENCH = 1 ]; then
-  "$BIN" --out "$OUT" $QUICK
+  "$BIN" --out "$OUT" $QUICK $RAGGED
   echo "qmv_bench exit $?"
 fi
 if [ $WHEEL = 1 ]; then
@@ -62,6 +65,6 @@ if [ $WHEEL = 1 ]; then
   ln -sfn "$NV" /tmp/site/nvidia
   export PYTHONPATH=/tmp/site
   export LD_LIBRARY_PATH=$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
-  python3 -u "$C/cuda_qmv_mlx.py" --out "$OUT/mlx_wheel.csv" $QUICK
+  python3 -u "$C/cuda_qmv_mlx.py" --out "$OUT/mlx_wheel.csv" $QUICK $WSHAPES
   echo "mlx baseline exit $?"
 fi

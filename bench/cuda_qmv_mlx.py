@@ -12,7 +12,7 @@ Timing: R weight sets (more than 256 MB together, beyond the 50 MB L2) and
 the wall time over the number of products, median over 7 evaluations, so it
 includes launch gaps (MLX replays them as CUDA graphs).
 
-Usage: python3 bench/cuda_qmv_mlx.py [--out FILE] [--quick]
+Usage: python3 bench/cuda_qmv_mlx.py [--out FILE] [--quick] [--shapes KxN,...]
 """
 from __future__ import annotations
 
@@ -35,7 +35,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--shapes", help="K x N list, e.g. 3840x15360,4096x14336")
     args = ap.parse_args()
+    shapes = SHAPES
+    if args.shapes:
+        shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes.split(",")]
     lines: list[str] = []
 
     def say(s: str) -> None:
@@ -45,7 +49,7 @@ def main() -> int:
     say(f"mlx {mx.__version__}, device {mx.default_device()}, "
         f"{mx.cuda.is_available() if hasattr(mx, 'cuda') else ''}")
     csv = ["shape,dtype,bits,M,us,rows_identical_to_M1,frac_elems_differ"]
-    for k, n in SHAPES:
+    for k, n in shapes:
         for dt_name, dt in (("bf16", mx.bfloat16), ("fp16", mx.float16)):
             for bits in (4, 8):
                 set_bytes = n * k * bits // 8 + 2 * 2 * n * (k // 64)

@@ -5,7 +5,9 @@ mlx_wheel.csv (stock wheel, optional), as written by cuda_qmv_device.sh.
 The "dispatch" columns are the configurations that the patch's
 dispatch_streamed_tile picks (DISPATCH below, kept in step with qmv.cu), timed
 as explicit launches of the same kernel in the same run; the `streamed_auto`
-rows of the CSV are what the binary's own (possibly older) dispatch launched.
+rows of the CSV are what the binary's own (possibly older) dispatch launched;
+a run without the explicit sweep (qmv_bench --ragged) is reported from those.
+Shapes are those of the CSV, in its order.
 
 Usage: python3 bench/cuda_qmv_report.py RESULTS_DIR
 """
@@ -55,7 +57,13 @@ def main(argv: list[str]) -> int:
         return min(c, key=lambda x: x[0]) if c else None
 
     def disp(shape, dt, bits, m):
-        return t(shape, dt, bits, "streamed", m, dispatch(int(bits), m))
+        a = t(shape, dt, bits, "streamed", m, dispatch(int(bits), m))
+        return a if a is not None else t(shape, dt, bits, "streamed_auto", m)
+
+    def f1(v):
+        return "" if v is None else f"{v:.1f}"
+
+    shapes = list(dict.fromkeys(r["shape"] for r in rows)) or SHAPES
 
     print("Kernel times in us (harness, CUDA-graph replay over rotated weights; "
           "dispatch = the configuration the patch's dispatch picks, timed in the "
@@ -64,27 +72,31 @@ def main(argv: list[str]) -> int:
     print("| K x N | dtype | bits | stock M=1 | dispatch M=1 | M=2 | M=4 | M=8 | M=16 "
           "| stock qmv M=4 | M=16 | wheel qmm_sm80 M=8 | M=16 | vs sm80 M=8 | M=16 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for shape in SHAPES:
+    for shape in shapes:
         for dt in ("bf16", "fp16"):
             for bits in ("4", "8"):
                 s1 = t(shape, dt, bits, "stock_qmv", 1)
                 cells = []
                 for m in (1, 2, 4, 8, 16):
                     a = disp(shape, dt, bits, m)
-                    cells.append(f"{a:.1f} ({s1 / a:.2f}x)" if m == 1 else f"{a:.1f}")
+                    cells.append(f"{a:.1f} ({s1 / a:.2f}x)" if m == 1 and a else f1(a))
                 w = [wheel.get((shape, dt, bits, m)) for m in (8, 16)]
                 wcells = [f"{float(r['us']):.1f}" if r else "" for r in w]
-                ratio = [f"{disp(shape, dt, bits, m) / float(r['us']):.2f}" if r else ""
+                ratio = [f"{disp(shape, dt, bits, m) / float(r['us']):.2f}"
+                         if r and disp(shape, dt, bits, m) else ""
                          for m, r in zip((8, 16), w)]
                 print(f"| {shape} | {dt} | {bits} | {s1:.1f} | " + " | ".join(cells)
-                      + f" | {t(shape, dt, bits, 'stock_qmv', 4):.1f}"
-                      + f" | {t(shape, dt, bits, 'stock_qmv', 16):.1f} | "
+                      + f" | {f1(t(shape, dt, bits, 'stock_qmv', 4))}"
+                      + f" | {f1(t(shape, dt, bits, 'stock_qmv', 16))} | "
                       + " | ".join(wcells) + " | " + " | ".join(ratio) + " |")
-    print("\nBest explicit configuration per M (us, W warps per block, R rows per "
-          "warp, V vectors per block, S stages):\n")
-    print("| K x N | dtype | bits | M=1 | M=2 | M=4 | M=8 | M=16 |")
-    print("|---|---|---|---|---|---|---|---|")
-    for shape in SHAPES:
+    explicit = [sh for sh in shapes if any(
+        r["shape"] == sh and r["impl"] == "streamed" for r in rows)]
+    if explicit:
+        print("\nBest explicit configuration per M (us, W warps per block, R rows per "
+              "warp, V vectors per block, S stages):\n")
+        print("| K x N | dtype | bits | M=1 | M=2 | M=4 | M=8 | M=16 |")
+        print("|---|---|---|---|---|---|---|---|")
+    for shape in explicit:
         for dt in ("bf16", "fp16"):
             for bits in ("4", "8"):
                 cells = []
@@ -101,7 +113,7 @@ def main(argv: list[str]) -> int:
               "built batch; rows identical to M = 1 / M):\n")
         print("| K x N | dtype | bits | M=1 | M=2 | M=4 | M=7 | M=8 | M=16 |")
         print("|---|---|---|---|---|---|---|---|---|")
-        for shape in SHAPES:
+        for shape in list(dict.fromkeys(k[0] for k in wheel)):
             for dt in ("bf16", "fp16"):
                 for bits in ("4", "8"):
                     cells = []

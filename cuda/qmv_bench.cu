@@ -10,7 +10,13 @@
 // figure is the median over replays of (replay time / R), so it includes the
 // small gaps between kernels of a graph.
 //
-// Usage: qmv_bench [--quick] [--out DIR]
+// Ragged K (--ragged): K that is not a whole number of the streamed kernel's
+// tiles (512 elements at 4 bits, 256 at 8), whose last elements it reads as
+// stock's residue step does: parity on such shapes (and B = 3 batches), and
+// the dispatch timed on 3840 x 15360 (ragged at 4 bits) and 4096 x 14336
+// (whole tiles) against stock.
+//
+// Usage: qmv_bench [--quick] [--ragged] [--out DIR]
 #include "qmv_api.h"
 
 #include <cuda_bf16.h>
@@ -100,6 +106,7 @@ static float to_float(uint16_t h, int dtype) {
 
 struct Shape {
   int n, k;
+  bool timed = true;
 };
 
 struct Sets {
@@ -207,8 +214,9 @@ static double time_impl(Impl impl, int dtype, int bits, const Shape& sh,
 
 // Batched products (B > 1), weights per batch or broadcast: every row of the
 // streamed dispatch against the stock kernel at M = 1, B = 1 on that row.
-static bool batch_parity(cudaStream_t st, long long& rows_checked) {
-  const int N = 2048, K = 4096, L = 3;
+static bool batch_parity(cudaStream_t st, long long& rows_checked,
+                         int K = 4096) {
+  const int N = 2048, L = 3;
   bool ok = true;
   for (int dtype = 0; dtype < 2; ++dtype) {
     for (int bits : {4, 8}) {
@@ -264,8 +272,9 @@ static bool batch_parity(cudaStream_t st, long long& rows_checked) {
           rows_checked += L * m;
           if (bad) {
             ok = false;
-            logf("BATCH MISMATCH %s %d-bit B=%d M=%d broadcast=%d: %zu of %zu\n",
-                 dtype == 0 ? "bf16" : "fp16", bits, L, m, int(bcast), bad, cnt);
+            logf("BATCH MISMATCH K=%d %s %d-bit B=%d M=%d broadcast=%d: %zu "
+                 "of %zu\n", K, dtype == 0 ? "bf16" : "fp16", bits, L, m,
+                 int(bcast), bad, cnt);
           }
         }
       }
@@ -315,11 +324,11 @@ static int profile(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  bool quick = false, batch_only = false;
+  bool quick = false, batch_only = false, ragged = false;
   std::string outdir = ".";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--help")) {
-      printf("usage: qmv_bench [--quick] [--batch-only] [--out DIR]\n"
+      printf("usage: qmv_bench [--quick] [--ragged] [--batch-only] [--out DIR]\n"
              "       qmv_bench --profile DTYPE,BITS,K,N W,R,V,D,M ...\n"
              "  --profile: launch stock M=1 and each streamed configuration\n"
              "  once (for ncu), no checks; DTYPE 0 = bf16, 1 = fp16;\n"
@@ -328,6 +337,7 @@ int main(int argc, char** argv) {
     }
     if (!strcmp(argv[i], "--quick")) quick = true;
     if (!strcmp(argv[i], "--batch-only")) batch_only = true;
+    if (!strcmp(argv[i], "--ragged")) ragged = true;
     if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
     if (!strcmp(argv[i], "--profile") && i + 1 < argc)
       return profile(argc - i - 1, argv + i + 1);
@@ -375,15 +385,32 @@ int main(int argc, char** argv) {
   }
 
   {
-    long long batch_rows = 0;
-    bool bok = batch_parity(st, batch_rows);
-    logf("BATCH PARITY %s: B = 3, weights per batch and broadcast, M in "
-         "{1,2,3,4,5,7,16}, %lld rows bitwise against stock M=1 B=1\n",
-         bok ? "OK" : "FAILED", batch_rows);
+    // Ragged: K = 3840 (4-bit residue 256) and 3968 (8-bit residue 128).
+    std::vector<int> ks = {4096};
+    if (ragged) ks = {4096, 3840, 3968};
+    bool bok = true;
+    for (int K : ks) {
+      long long batch_rows = 0;
+      bool kok = batch_parity(st, batch_rows, K);
+      logf("BATCH PARITY %s: K = %d, N = 2048, B = 3, weights per batch and "
+           "broadcast, M in {1,2,3,4,5,7,16}, %lld rows bitwise against "
+           "stock M=1 B=1\n",
+           kok ? "OK" : "FAILED", K, batch_rows);
+      bok &= kok;
+    }
     if (batch_only) return bok ? 0 : 1;
     if (!bok) return 1;
   }
   std::vector<Shape> shapes = {{14336, 4096}, {4096, 14336}, {4096, 4096}};
+  if (ragged) {
+    // {N, K}. Residue at 4 / 8 bits: 3840: 256 / 0; 4096 + 256: 256 / 0;
+    // 3840 + 128: 384 / 128; 11008: 256 / 0; 4096 + 64: 64 / 64 (scale rows
+    // of 130 bytes: not supported, the stock kernel runs); 15360: 0 / 0.
+    shapes = {{2048, 3840, false},  {2048, 4352, false},
+              {2048, 3968, false},  {2048, 11008, false},
+              {2048, 4160, false},  {3840, 15360, false},
+              {15360, 3840, true},  {14336, 4096, true}};
+  }
   const int reps = quick ? 10 : 30;
   const int kMaxM = 16;
   bool all_ok = true;
@@ -400,6 +427,7 @@ int main(int argc, char** argv) {
         size_t set_bytes = w_bytes + 2 * sb_elems * 2;
         Sets sets;
         sets.R = int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
+        if (!sh.timed) sets.R = 1;  // parity only: weight set 0
         uint32_t seed = 1000 * sh.n + sh.k + 7 * dtype + bits;
         for (int r = 0; r < sets.R; ++r) {
           void *w, *s, *b;
@@ -509,7 +537,7 @@ int main(int argc, char** argv) {
             {4, 2, 8, 3},  {8, 2, 8, 3},  {8, 2, 8, 2},  {4, 1, 16, 2}};
         for (auto& c : wrvd)
           variants.push_back({EXPLICIT, c[1], c[2], c[0], c[3]});
-        int mismatched_launches = 0;
+        int mismatched_launches = 0, unsupported_launches = 0;
         for (const Variant& v : variants) {
           for (int m = 1; m <= kMaxM; ++m) {
             CK(cudaMemsetAsync(out, 0xFF, out_elems * 2, st));
@@ -517,6 +545,11 @@ int main(int argc, char** argv) {
                                   sets.b[0], out, m, sh.n, sh.k, st);
             int rc = launch(v.impl, a, v.R, v.V, v.G, v.D);
             if (rc == -3) continue;  // does not fit in shared memory
+            if (rc == -2 && v.impl != STOCK && v.impl != PATCHED_QMV) {
+              // Not supported: MLX's dispatch runs the stock kernel.
+              unsupported_launches++;
+              continue;
+            }
             if (rc != 0) {
               logf("launch %s R=%d V=%d G=%d D=%d failed rc=%d\n",
                    impl_name(v.impl), v.R, v.V, v.G, v.D, rc);
@@ -543,11 +576,22 @@ int main(int argc, char** argv) {
           }
         }
         logf("%s %s %d-bit: parity %s (%zu variants x M=1..16, bitwise vs "
-             "stock M=1)\n",
+             "stock M=1; %d launches not supported by the streamed kernel)\n",
              label, dname, bits, mismatched_launches ? "FAILED" : "ok",
-             variants.size());
+             variants.size(), unsupported_launches);
 
         // ---- Timing ----
+        if (!sh.timed) {
+          for (int r = 0; r < sets.R; ++r) {
+            cudaFree(sets.w[r]);
+            cudaFree(sets.s[r]);
+            cudaFree(sets.b[r]);
+          }
+          cudaFree(x);
+          cudaFree(ref);
+          cudaFree(out);
+          continue;
+        }
         double stock1 = time_impl(STOCK, dtype, bits, sh, sets, x, out, 1, st,
                                   0, 0, 0, 0, reps);
         auto record = [&](Impl impl, int R, int V, int G, int D, int m,
@@ -578,7 +622,9 @@ int main(int argc, char** argv) {
         int bestR[kMaxM + 1], bestV[kMaxM + 1], bestG[kMaxM + 1],
             bestD[kMaxM + 1];
         Impl bestI[kMaxM + 1];
-        const std::vector<int> ms_explicit = {1, 2, 3, 4, 6, 8, 12, 16};
+        const std::vector<int> ms_explicit =
+            ragged ? std::vector<int>{}
+                   : std::vector<int>{1, 2, 3, 4, 6, 8, 12, 16};
         for (int m : ms_explicit) {
           best[m] = 1e30;
           for (const Variant& v : variants) {

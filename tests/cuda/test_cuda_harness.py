@@ -68,6 +68,23 @@ def test_extract_kernels_keeps_the_cu_namespace_only() -> None:
         cuda_qmv.extract_kernels("no namespace here")
 
 
+def test_streamed_kernel_takes_ragged_k_and_the_harness_checks_it() -> None:
+    """K that is not a whole number of tiles is streamed (stock's residue step
+    after the whole tiles) instead of refused; the harness's --ragged run
+    compares such shapes bitwise with stock M = 1."""
+    qmv = cuda_qmv.file_section(cuda_patch().read_text(), QMV)
+    assert qmv is not None
+    added = "\n".join(ln[1:] for ln in qmv.splitlines() if ln.startswith("+"))
+    streamed = added[added.index("void qmv_streamed_impl(") :]
+    assert "bool has_residue_k" in added
+    assert "k % L::elems_per_warp == 0" not in added  # v7's refusal
+    assert "dispatch_bool(k % Layout::elems_per_warp" in streamed
+    bench = (ROOT / "cuda" / "qmv_bench.cu").read_text()
+    assert '"--ragged"' in bench
+    for shape in ("{2048, 3840, false}", "{2048, 3968, false}", "{15360, 3840, true}"):
+        assert shape in bench, shape
+
+
 def test_parse_ptxas_registers_and_spills() -> None:
     log = (
         "ptxas info    : Compiling entry function '_Z3fooILi1EEvv' for 'sm_90a'\n"
