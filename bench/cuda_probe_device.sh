@@ -8,10 +8,12 @@
 # mlx-sm90.tar.xz (the mlx + mlx-cuda-13 wheels unpacked, as for
 # cuda_qmv_device.sh, but keeping mlx/include: the wheel compiles its gather
 # kernel at run time and needs those headers) and site/ (pure-Python dependencies of the CLI: tomlkit).
-# Usage: bench/cuda_probe_device.sh C OUTDIR (writes OUTDIR/cuda_probe.tar.gz:
-# one JSON report and one text report per run, and the GPU's name)
+# Usage: bench/cuda_probe_device.sh C OUTDIR [--harness-only] (writes
+# OUTDIR/cuda_probe.tar.gz: one JSON report and one text report per run, and
+# the GPU's name; --harness-only skips the stock wheel, which does not change
+# with the queue)
 set -uo pipefail
-C=$1; DEST=$2; OUT=$(mktemp -d)/cuda_probe; mkdir -p "$OUT"
+C=$1; DEST=$2; ONLY=${3:-}; OUT=$(mktemp -d)/cuda_probe; mkdir -p "$OUT"
 export PYTHONPATH=$PWD:$PWD/$C/site PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/probe_env.txt"
 status=0
@@ -27,6 +29,10 @@ for dtype in bfloat16 float16; do
     done
   done
 done
+if [ "$ONLY" = --harness-only ]; then
+  tar -czf "$DEST/cuda_probe.tar.gz" -C "$(dirname "$OUT")" cuda_probe
+  exit $status
+fi
 mkdir -p /tmp/site && tar -xJf "$C/mlx-sm90.tar.xz" -C /tmp/site
 NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
 ln -sfn "$NV" /tmp/site/nvidia
