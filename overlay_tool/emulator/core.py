@@ -43,6 +43,16 @@ def _targ(a) -> str:
     raise EmulatorError(f"template argument {a!r} is not a str, int or bool")
 
 
+def batched_x_bits(x, dtype: str, M: int, K: int) -> np.ndarray:
+    """x (B, M, K) or (M, K) as (B, M, K) bit patterns of ``dtype``."""
+    xb = quant.to_bits(x, dtype)
+    if xb.ndim == 2:
+        xb = xb[None]
+    if xb.ndim != 3 or xb.shape[1:] != (M, K):
+        raise EmulatorError(f"x has shape {np.shape(x)}, expected (B, {M}, {K}) or ({M}, {K})")
+    return xb
+
+
 def export_entry(symbol: str, third_buffer: str) -> str:
     """The exported C entry that launches ``<symbol>_body`` over the five
     buffers w, scales, ``third_buffer`` (biases or global_scale), x, y."""
@@ -257,11 +267,7 @@ class Emulator:
         pre-filled with all-ones (a NaN) so unwritten outputs show."""
         spec = LaunchSpec.make(function, template_args, dtype, takes_M)
         fn = self._entry(spec)
-        xb = quant.to_bits(x, dtype)
-        if xb.ndim == 2:
-            xb = xb[None]
-        if xb.ndim != 3 or xb.shape[1:] != (M, K):
-            raise EmulatorError(f"x has shape {np.shape(x)}, expected (B, {M}, {K}) or ({M}, {K})")
+        xb = batched_x_bits(x, dtype, M, K)
         B = xb.shape[0]
         wb = np.ascontiguousarray(w, dtype=np.uint32)
         sb = quant.to_bits(scales, dtype)

@@ -19,7 +19,15 @@ from typing import Sequence
 import numpy as np
 
 from overlay_tool.emulator import fpquant, quant
-from overlay_tool.emulator.core import CXX_TYPE, ERRLEN, _LAUNCH_LOCK, Emulator, _targ, export_entry
+from overlay_tool.emulator.core import (
+    CXX_TYPE,
+    ERRLEN,
+    _LAUNCH_LOCK,
+    Emulator,
+    _targ,
+    batched_x_bits,
+    export_entry,
+)
 from overlay_tool.emulator.extract import Extraction, extract_sources, split_items, stable_label
 from overlay_tool.errors import EmulatorError
 
@@ -180,11 +188,7 @@ class FpEmulator(Emulator):
         patterns (B, M, N), pre-filled with all-ones (NaN)."""
         spec = self.spec(function, template_args, dtype)
         fn = self._entry(spec)
-        xb = quant.to_bits(x, dtype)
-        if xb.ndim == 2:
-            xb = xb[None]
-        if xb.ndim != 3 or xb.shape[1:] != (M, K):
-            raise EmulatorError(f"x has shape {np.shape(x)}, expected (B, {M}, {K}) or ({M}, {K})")
+        xb = batched_x_bits(x, dtype, M, K)
         B = xb.shape[0]
         wb = np.ascontiguousarray(w, dtype=np.uint32)
         sb = np.ascontiguousarray(scales, dtype=np.uint8)
