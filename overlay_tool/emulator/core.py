@@ -281,24 +281,26 @@ class Emulator:
         y = np.full((B, M, N), np.iinfo(quant.bits_dtype(dtype)).max, dtype=quant.bits_dtype(dtype))
         if grid[2] > B:
             raise EmulatorError(f"grid z={grid[2]} exceeds the batch {B}")
-        arrays = [wb, sb, bb, xb, y]
+        self._call(fn, spec, [wb, sb, bb, xb, y], K=K, N=N, M=M, grid=grid,
+                   threadgroup=threadgroup)
+        return y
+
+    def _call(self, fn, spec, arrays: list, *, K: int, N: int, M: int,
+              grid: tuple[int, int, int], threadgroup: tuple[int, int, int]) -> None:
+        """Call an exported entry (see :func:`export_entry`) on the five host
+        buffers w, scales, biases or global_scale, x, y (x is (B, M, K), y
+        (B, M, N)); a 3-d array among the first three is per batch."""
         host = (ctypes.c_void_p * 5)(*[a.ctypes.data for a in arrays])
         nbytes = (ctypes.c_longlong * 5)(*[a.nbytes for a in arrays])
         bstr = (ctypes.c_longlong * 5)(
-            wb[0].size if wb.ndim == 3 else 0,
-            sb[0].size if sb.ndim == 3 else 0,
-            bb[0].size if bb.ndim == 3 else 0,
-            M * K,
-            M * N,
-        )
+            *[a[0].size if a.ndim == 3 else 0 for a in arrays[:3]], M * K, M * N)
         err = ctypes.create_string_buffer(ERRLEN)
         with _LAUNCH_LOCK:
             rc = fn(host, nbytes, K, N, M, *grid, *threadgroup, bstr, err, ERRLEN,
                     int(self.timeout_s * 1000) if self.timeout_s else 0)
         if rc != 0:
             msg = self._relabel(err.value.decode(errors="replace"))
-            raise EmulatorError(f"{function}<{', '.join(spec.template_args)}>: {msg}")
-        return y
+            raise EmulatorError(f"{spec.function}<{', '.join(spec.template_args)}>: {msg}")
 
     def qmv_spec(
         self, kind: str, *, M: int, N: int, K: int, bits: int, group_size: int, dtype: str,

@@ -9,7 +9,6 @@ the stock ``fp_qmv_fast_impl``, ``fp_qmv_impl``, ``fp_qmv_wide_impl``,
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import re
 from dataclasses import dataclass
@@ -21,8 +20,6 @@ import numpy as np
 from overlay_tool.emulator import fpquant, quant
 from overlay_tool.emulator.core import (
     CXX_TYPE,
-    ERRLEN,
-    _LAUNCH_LOCK,
     Emulator,
     _targ,
     batched_x_bits,
@@ -201,20 +198,8 @@ class FpEmulator(Emulator):
         # without a global scale the buffer holds a NaN: a read would show
         gb = np.array([np.nan if global_scale is None else global_scale], dtype=np.float32)
         y = np.full((B, M, N), np.iinfo(quant.bits_dtype(dtype)).max, dtype=quant.bits_dtype(dtype))
-        arrays = [wb, sb, gb, xb, y]
-        host = (ctypes.c_void_p * 5)(*[a.ctypes.data for a in arrays])
-        nbytes = (ctypes.c_longlong * 5)(*[a.nbytes for a in arrays])
-        bstr = (ctypes.c_longlong * 5)(
-            wb[0].size if wb.ndim == 3 else 0, sb[0].size if sb.ndim == 3 else 0, 0,
-            M * K, M * N,
-        )
-        err = ctypes.create_string_buffer(ERRLEN)
-        with _LAUNCH_LOCK:
-            rc = fn(host, nbytes, K, N, M, *grid, *threadgroup, bstr, err, ERRLEN,
-                    int(self.timeout_s * 1000) if self.timeout_s else 0)
-        if rc != 0:
-            msg = self._relabel(err.value.decode(errors="replace"))
-            raise EmulatorError(f"{function}<{', '.join(spec.template_args)}>: {msg}")
+        self._call(fn, spec, [wb, sb, gb, xb, y], K=K, N=N, M=M, grid=grid,
+                   threadgroup=threadgroup)
         return y
 
     def qmv_spec(self, kind: str, *, mode: str, M: int, N: int, K: int, dtype: str,
