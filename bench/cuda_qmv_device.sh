@@ -6,16 +6,17 @@
 # unpacked, libmlx.so stripped and its non-sm_90 cubins zeroed to fit the
 # transfer limit) and optionally fallback.tar.xz + qmv_entry.cu/qmv_bench.cu
 # /qmv_api.h to rebuild on the device when the carried binary does not run.
-# Usage: cuda_qmv_device.sh C OUTDIR [--quick] [--ragged] [--no-wheel]
+# Usage: cuda_qmv_device.sh C OUTDIR [--quick] [--ragged] [--bits 4|8] [--no-wheel]
 #        [--no-bench] [--ncu "DTYPE,BITS,K,N W,R,V,D,M ..."]
 #        [--wheel-shapes KxN,...]
 set -uo pipefail
 C=$1; OUT=$2; shift 2
-QUICK=""; RAGGED=""; WHEEL=1; BENCH=1; NCU=""; WSHAPES=""
+QUICK=""; RAGGED=""; BITS=""; WHEEL=1; BENCH=1; NCU=""; WSHAPES=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=--quick ;;
     --ragged) RAGGED=--ragged ;;
+    --bits) BITS="--bits $2"; shift ;;
     --wheel-shapes) WSHAPES="--shapes $2"; shift ;;
     --no-wheel) WHEEL=0 ;;
     --no-bench) BENCH=0 ;;
@@ -56,7 +57,7 @@ if [ -n "$NCU" ]; then
   echo "ncu exit $? ($(wc -l < "$OUT/ncu.csv") lines)"
 fi
 if [ $BENCH = 1 ]; then
-  "$BIN" --out "$OUT" $QUICK $RAGGED
+  "$BIN" --out "$OUT" $QUICK $RAGGED $BITS
   echo "qmv_bench exit $?"
 fi
 if [ $WHEEL = 1 ]; then

@@ -24,16 +24,16 @@ def dispatch(bits: int, m: int) -> tuple[int, int, int, int]:
     """(warps, rows, vectors, stages) of qmv.cu's dispatch_streamed_tile."""
     if bits < 8:
         if m <= 1:
-            return (16, 2, 1, 4)
+            return (8, 4, 1, 4)
         if m <= 2:
             return (8, 4, 2, 3)
         return (8, 4, 4, 3)
     if m <= 1:
-        return (4, 4, 1, 8)
+        return (2, 4, 1, 8)
     if m <= 2:
         return (4, 4, 2, 4)
     if m <= 4 or 8 < m <= 12:
-        return (4, 4, 4, 4)
+        return (2, 4, 4, 6)
     return (4, 2, 8, 3)
 
 

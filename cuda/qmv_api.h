@@ -29,7 +29,10 @@ struct QmvArgs {
   /* qmv_streamed_kernel: W warps per block, R rows per warp, V vectors  \
      per block, D tiles of weight prefetch (patched only; -1 where not     \
      instantiated). */                                                     \
-  int prefix##qmv_streamed(const QmvArgs* a, int R, int V, int W, int D);
+  int prefix##qmv_streamed(const QmvArgs* a, int R, int V, int W, int D);    \
+  /* The (W, R, V, D) instantiated: writes up to max of them, returns how  \
+     many there are (0 where the streamed kernel is absent). */            \
+  int prefix##qmv_streamed_configs(int (*wrvd)[4], int max);
 
 QMV_DECLARE(stock_)
 QMV_DECLARE(patched_)

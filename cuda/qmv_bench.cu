@@ -16,7 +16,7 @@
 // the dispatch timed on 3840 x 15360 (ragged at 4 bits) and 4096 x 14336
 // (whole tiles) against stock.
 //
-// Usage: qmv_bench [--quick] [--ragged] [--out DIR]
+// Usage: qmv_bench [--quick] [--ragged] [--bits 4|8] [--out DIR]
 #include "qmv_api.h"
 
 #include <cuda_bf16.h>
@@ -325,10 +325,11 @@ static int profile(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   bool quick = false, batch_only = false, ragged = false;
+  int only_bits = 0;
   std::string outdir = ".";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--help")) {
-      printf("usage: qmv_bench [--quick] [--ragged] [--batch-only] [--out DIR]\n"
+      printf("usage: qmv_bench [--quick] [--ragged] [--batch-only] [--bits N] [--out DIR]\n"
              "       qmv_bench --profile DTYPE,BITS,K,N W,R,V,D,M ...\n"
              "  --profile: launch stock M=1 and each streamed configuration\n"
              "  once (for ncu), no checks; DTYPE 0 = bf16, 1 = fp16;\n"
@@ -338,6 +339,7 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     if (!strcmp(argv[i], "--batch-only")) batch_only = true;
     if (!strcmp(argv[i], "--ragged")) ragged = true;
+    if (!strcmp(argv[i], "--bits") && i + 1 < argc) only_bits = atoi(argv[++i]);
     if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
     if (!strcmp(argv[i], "--profile") && i + 1 < argc)
       return profile(argc - i - 1, argv + i + 1);
@@ -419,6 +421,7 @@ int main(int argc, char** argv) {
   for (const Shape& sh : shapes) {
     for (int dtype = 0; dtype < 2; ++dtype) {
       for (int bits : {4, 8}) {
+        if (only_bits && bits != only_bits) continue;
         const char* dname = dtype == 0 ? "bf16" : "fp16";
         char label[64];
         snprintf(label, sizeof(label), "%dx%d", sh.k, sh.n);
@@ -529,14 +532,11 @@ int main(int argc, char** argv) {
                                          {AUTO, 0, 0, 0, 0}};
         // The (W, R, V, D) instantiated in qmv_entry.cu (D: stages of the
         // ring); W goes in the G field.
-        const int wrvd[][4] = {
-            {4, 2, 1, 8},  {4, 4, 1, 8},  {8, 2, 1, 8},  {8, 1, 1, 8},
-            {16, 2, 1, 4}, {16, 1, 1, 4}, {4, 2, 2, 8},  {4, 4, 2, 4},
-            {8, 2, 2, 4},  {16, 2, 2, 2}, {8, 4, 2, 3},  {4, 4, 4, 4},
-            {8, 4, 4, 3},  {8, 4, 4, 2},  {4, 2, 4, 4},  {8, 2, 4, 4},
-            {4, 2, 8, 3},  {8, 2, 8, 3},  {8, 2, 8, 2},  {4, 1, 16, 2}};
-        for (auto& c : wrvd)
-          variants.push_back({EXPLICIT, c[1], c[2], c[0], c[3]});
+        int wrvd[64][4];
+        int configs = std::min(64, patched_qmv_streamed_configs(wrvd, 64));
+        for (int c = 0; c < configs; ++c)
+          variants.push_back(
+              {EXPLICIT, wrvd[c][1], wrvd[c][2], wrvd[c][0], wrvd[c][3]});
         int mismatched_launches = 0, unsupported_launches = 0;
         for (const Variant& v : variants) {
           for (int m = 1; m <= kMaxM; ++m) {

@@ -104,9 +104,11 @@ int launch_streamed(const QmvArgs& a) {
 #else
 #define QMV_STREAMED_CONFIGS(X)                                        \
   X(4, 2, 1, 8) X(4, 4, 1, 8) X(8, 2, 1, 8) X(8, 1, 1, 8) X(16, 2, 1, 4) \
-  X(16, 1, 1, 4) X(4, 2, 2, 8) X(4, 4, 2, 4) X(8, 2, 2, 4) X(16, 2, 2, 2) \
-  X(8, 4, 2, 3) X(4, 4, 4, 4) X(8, 4, 4, 3) X(8, 4, 4, 2) X(4, 2, 4, 4)  \
-  X(8, 2, 4, 4) X(4, 2, 8, 3) X(8, 2, 8, 3) X(8, 2, 8, 2) X(4, 1, 16, 2)
+  X(16, 1, 1, 4) X(4, 4, 1, 4) X(8, 4, 1, 4) X(4, 4, 1, 6) X(2, 4, 1, 8) \
+  X(4, 2, 2, 8) X(4, 4, 2, 4) X(8, 2, 2, 4) X(16, 2, 2, 2) X(8, 4, 2, 3)  \
+  X(4, 4, 4, 4) X(8, 4, 4, 3) X(8, 4, 4, 2) X(4, 2, 4, 4) X(8, 2, 4, 4)  \
+  X(2, 4, 4, 6) X(2, 2, 4, 8) X(4, 2, 8, 3) X(8, 2, 8, 3) X(8, 2, 8, 2)  \
+  X(4, 1, 16, 2)
 #endif
 
 template <typename T, typename Q>
@@ -151,6 +153,21 @@ int ENTRY(qmv_streamed)(const QmvArgs* a, int R, int V, int W, int D) {
   });
 }
 
+int ENTRY(qmv_streamed_configs)(int (*wrvd)[4], int max) {
+  int count = 0;
+#define QMV_LIST(w, r, v, d)                   \
+  if (count < max) {                           \
+    wrvd[count][0] = w;                        \
+    wrvd[count][1] = r;                        \
+    wrvd[count][2] = v;                        \
+    wrvd[count][3] = d;                        \
+  }                                            \
+  count++;
+  QMV_STREAMED_CONFIGS(QMV_LIST)
+#undef QMV_LIST
+  return count;
+}
+
 #else
 
 int ENTRY(qmv_streamed_auto)(const QmvArgs*) {
@@ -158,6 +175,9 @@ int ENTRY(qmv_streamed_auto)(const QmvArgs*) {
 }
 int ENTRY(qmv_streamed)(const QmvArgs*, int, int, int, int) {
   return -1;
+}
+int ENTRY(qmv_streamed_configs)(int (*)[4], int) {
+  return 0;
 }
 
 #endif
