@@ -6,7 +6,7 @@
 # unpacked, libmlx.so stripped and its non-sm_90 cubins zeroed to fit the
 # transfer limit) and optionally fallback.tar.xz + qmv_entry.cu/qmv_bench.cu
 # /qmv_api.h to rebuild on the device when the carried binary does not run.
-# Usage: cuda_qmv_device.sh C OUTDIR [--quick] [--ragged] [--bits 4|8] [--no-wheel]
+# Usage: cuda_qmv_device.sh C OUTDIR [--quick] [--ragged] [--bits 2|4|8] [--no-wheel]
 #        [--no-bench] [--ncu "DTYPE,BITS,K,N W,R,V,D,M ..."]
 #        [--wheel-shapes KxN,...]
 set -uo pipefail

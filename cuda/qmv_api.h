@@ -9,7 +9,7 @@
 
 struct QmvArgs {
   int dtype;  // 0 = bfloat16, 1 = float16
-  int bits;   // 4 or 8 (affine, with biases)
+  int bits;   // 2, 4 or 8 (affine, with biases)
   int group;  // 64
   const void* x;       // [l, m, k]
   const void* w;       // [n, k * bits / 32] uint32

@@ -17,7 +17,7 @@
 // 16 on 3840 x 15360 (ragged at 4 bits) and 4096 x 14336 (whole tiles)
 // against stock.
 //
-// Usage: qmv_bench [--quick] [--ragged] [--bits 4|8] [--out DIR]
+// Usage: qmv_bench [--quick] [--ragged] [--bits 2|4|8] [--out DIR]
 #include "qmv_api.h"
 
 #include <cuda_bf16.h>
@@ -213,14 +213,21 @@ static double time_impl(Impl impl, int dtype, int bits, const Shape& sh,
   return t[t.size() / 2];
 }
 
+// Scale magnitude s0 and half range hr of the random scales and biases for
+// `bits`-bit weights (fill_vals): outputs of order one.
+static void quant_scale(int bits, float& s0, float& hr) {
+  s0 = bits == 2 ? 0.01f : bits == 4 ? 0.004f : 0.00025f;
+  hr = ((1 << bits) - 1) / 2.0f;
+}
+
 // Batched products (B > 1), weights per batch or broadcast: every row of the
 // streamed dispatch against the stock kernel at M = 1, B = 1 on that row.
 static bool batch_parity(cudaStream_t st, long long& rows_checked,
-                         int K = 4096) {
+                         const std::vector<int>& bits_list, int K = 4096) {
   const int N = 2048, L = 3;
   bool ok = true;
   for (int dtype = 0; dtype < 2; ++dtype) {
-    for (int bits : {4, 8}) {
+    for (int bits : bits_list) {
       size_t w_bytes = size_t(N) * K * bits / 8, sb = size_t(N) * K / kGroup;
       size_t max_vecs = size_t(L) * 16;
       void *w, *sc, *bi, *x, *ref, *out;
@@ -232,7 +239,8 @@ static bool batch_parity(cudaStream_t st, long long& rows_checked,
       CK(cudaMalloc(&out, max_vecs * N * 2));
       uint32_t seed = 77 + dtype * 3 + bits;
       fill_u32<<<1024, 256, 0, st>>>((uint32_t*)w, L * w_bytes / 4, seed);
-      float s0 = bits == 4 ? 0.004f : 0.00025f, hr = bits == 4 ? 7.5f : 127.5f;
+      float s0, hr;
+      quant_scale(bits, s0, hr);
       if (dtype == 0) {
         fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)sc, L * sb, seed + 1, 1, s0, hr);
         fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)bi, L * sb, seed + 1, 2, s0, hr);
@@ -300,7 +308,8 @@ static int profile(int argc, char** argv) {
   CK(cudaMalloc(&x, size_t(16) * k * 2));
   CK(cudaMalloc(&out, size_t(16) * n * 2));
   fill_u32<<<1024, 256, 0, st>>>((uint32_t*)w, w_bytes / 4, 5);
-  float s0 = bits == 4 ? 0.004f : 0.00025f, hr = bits == 4 ? 7.5f : 127.5f;
+  float s0, hr;
+  quant_scale(bits, s0, hr);
   if (dtype == 0) {
     fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)sc, sb, 6, 1, s0, hr);
     fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)bi, sb, 6, 2, s0, hr);
@@ -326,11 +335,12 @@ static int profile(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   bool quick = false, batch_only = false, ragged = false;
-  int only_bits = 0;
+  // Weight widths: 4 and 8 bits unless --bits names one (2, 4 or 8).
+  std::vector<int> bits_list = {4, 8};
   std::string outdir = ".";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--help")) {
-      printf("usage: qmv_bench [--quick] [--ragged] [--batch-only] [--bits N] [--out DIR]\n"
+      printf("usage: qmv_bench [--quick] [--ragged] [--batch-only] [--bits 2|4|8] [--out DIR]\n"
              "       qmv_bench --profile DTYPE,BITS,K,N W,R,V,D,M ...\n"
              "  --profile: launch stock M=1 and each streamed configuration\n"
              "  once (for ncu), no checks; DTYPE 0 = bf16, 1 = fp16;\n"
@@ -340,7 +350,7 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     if (!strcmp(argv[i], "--batch-only")) batch_only = true;
     if (!strcmp(argv[i], "--ragged")) ragged = true;
-    if (!strcmp(argv[i], "--bits") && i + 1 < argc) only_bits = atoi(argv[++i]);
+    if (!strcmp(argv[i], "--bits") && i + 1 < argc) bits_list = {atoi(argv[++i])};
     if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
     if (!strcmp(argv[i], "--profile") && i + 1 < argc)
       return profile(argc - i - 1, argv + i + 1);
@@ -394,7 +404,7 @@ int main(int argc, char** argv) {
     bool bok = true;
     for (int K : ks) {
       long long batch_rows = 0;
-      bool kok = batch_parity(st, batch_rows, K);
+      bool kok = batch_parity(st, batch_rows, bits_list, K);
       logf("BATCH PARITY %s: K = %d, N = 2048, B = 3, weights per batch and "
            "broadcast, M in {1,2,3,4,5,7,16}, %lld rows bitwise against "
            "stock M=1 B=1\n",
@@ -421,8 +431,7 @@ int main(int argc, char** argv) {
 
   for (const Shape& sh : shapes) {
     for (int dtype = 0; dtype < 2; ++dtype) {
-      for (int bits : {4, 8}) {
-        if (only_bits && bits != only_bits) continue;
+      for (int bits : bits_list) {
         const char* dname = dtype == 0 ? "bf16" : "fp16";
         char label[64];
         snprintf(label, sizeof(label), "%dx%d", sh.k, sh.n);
@@ -440,8 +449,8 @@ int main(int argc, char** argv) {
           CK(cudaMalloc(&b, sb_elems * 2));
           fill_u32<<<1024, 256, 0, st>>>((uint32_t*)w, w_bytes / 4,
                                          seed * 31 + r);
-          float s0 = bits == 4 ? 0.004f : 0.00025f;
-          float hr = bits == 4 ? 7.5f : 127.5f;
+          float s0, hr;
+          quant_scale(bits, s0, hr);
           if (dtype == 0) {
             fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)s, sb_elems,
                                            seed * 37 + r, 1, s0, hr);
@@ -507,7 +516,8 @@ int main(int argc, char** argv) {
                             hb.size() * 2, cudaMemcpyDeviceToHost));
               double acc = 0, mag = 0;
               for (int j = 0; j < sh.k; ++j) {
-                int q = bits == 8 ? hw[j] : ((hw[j / 2] >> (4 * (j & 1))) & 15);
+                int q = (hw[size_t(j) * bits / 8] >> (j * bits % 8)) &
+                    ((1 << bits) - 1);
                 double wd = q * (double)to_float(hs[j / kGroup], dtype) +
                     (double)to_float(hb[j / kGroup], dtype);
                 double xv = to_float(hx[j], dtype);

@@ -20,7 +20,11 @@ int dispatch_types(const QmvArgs& a, F&& f) {
   if (a.group != 64) {
     return -1;
   }
-  if (a.dtype == 0 && a.bits == 4) {
+  if (a.dtype == 0 && a.bits == 2) {
+    return f.template operator()<cutlass::bfloat16_t, cutlass::uint2b_t>();
+  } else if (a.dtype == 1 && a.bits == 2) {
+    return f.template operator()<cutlass::half_t, cutlass::uint2b_t>();
+  } else if (a.dtype == 0 && a.bits == 4) {
     return f.template operator()<cutlass::bfloat16_t, cutlass::uint4b_t>();
   } else if (a.dtype == 0 && a.bits == 8) {
     return f.template operator()<cutlass::bfloat16_t, uint8_t>();
