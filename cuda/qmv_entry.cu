@@ -79,7 +79,9 @@ int launch_streamed(const QmvArgs& a) {
   if (!Traits::template supported<64>(a.x, a.w, a.scales, a.biases, a.k)) {
     return -2;
   }
-  if constexpr (Traits::template Layout<W, R, V, D, 64>::bytes > 48 * 1024) {
+  using Layout = typename Traits::template Layout<W, R, V, D, 64>;
+  // Too much shared memory, or too few threads to copy a tile of x per pass.
+  if constexpr (Layout::bytes > 48 * 1024 || W < Layout::chunks) {
     return -3;
   } else {
     cu::launch_qmv_streamed<W, R, V, D, 64, true>(
