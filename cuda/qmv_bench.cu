@@ -591,8 +591,7 @@ int main(int argc, char** argv) {
              label, dname, bits, mismatched_launches ? "FAILED" : "ok",
              variants.size(), unsupported_launches);
 
-        // ---- Timing ----
-        if (!sh.timed) {
+        auto free_all = [&]() {
           for (int r = 0; r < sets.R; ++r) {
             cudaFree(sets.w[r]);
             cudaFree(sets.s[r]);
@@ -601,6 +600,11 @@ int main(int argc, char** argv) {
           cudaFree(x);
           cudaFree(ref);
           cudaFree(out);
+        };
+
+        // ---- Timing ----
+        if (!sh.timed) {
+          free_all();
           continue;
         }
         double stock1 = time_impl(STOCK, dtype, bits, sh, sets, x, out, 1, st,
@@ -674,15 +678,7 @@ int main(int argc, char** argv) {
           logf("  %2d | %9s | %14.2f | %12.2f | %s\n", m, sb, auto_us[m],
                auto_us[m] / stock1, bb);
         }
-
-        for (int r = 0; r < sets.R; ++r) {
-          cudaFree(sets.w[r]);
-          cudaFree(sets.s[r]);
-          cudaFree(sets.b[r]);
-        }
-        cudaFree(x);
-        cudaFree(ref);
-        cudaFree(out);
+        free_all();
       }
     }
   }
