@@ -31,7 +31,7 @@ def dispatch(bits: int, m: int) -> tuple[int, int, int, int]:
     if m <= 1:
         return (2, 4, 1, 8)
     if m <= 2:
-        return (4, 4, 2, 4)
+        return (2, 4, 2, 8)
     if m <= 4 or 8 < m <= 12:
         return (2, 4, 4, 6)
     return (4, 2, 8, 3)
