@@ -85,6 +85,51 @@ def test_streamed_kernel_takes_ragged_k_and_the_harness_checks_it() -> None:
         assert shape in bench, shape
 
 
+def kernel_dispatch(qmv_cu: str) -> dict[int, list[tuple[str, tuple[int, ...]]]]:
+    """dispatch_streamed_tile of a qmv.cu, read back: for bits < 8 (key 4)
+    and >= 8 (key 8), its chain of (condition on m, (W, R, V, S))."""
+    start = qmv_cu.index("void dispatch_streamed_tile(int m, F&& f) {")
+    body = qmv_cu[start : qmv_cu.index("\n}\n", start)]
+    narrow, wide = body.split("if constexpr (bits < 8) {", 1)[1].split("\n  } else {\n", 1)
+    step = re.compile(
+        r"(?:if \((.*?)\)|else)\s*\{\s*f\(((?:\s*integral_constant<int, \d+>\{\},?)+)\s*\);",
+        re.S,
+    )
+
+    def chain(text: str) -> list[tuple[str, tuple[int, ...]]]:
+        return [
+            (cond or "True", tuple(int(v) for v in re.findall(r"<int, (\d+)>", args)))
+            for cond, args in step.findall(text)
+        ]
+
+    return {4: chain(narrow), 8: chain(wide)}
+
+
+def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -> None:
+    """bench/cuda_qmv_report.py's copy of the dispatch agrees with qmv.cu's
+    for every width and M = 1..16, and cuda/qmv_entry.cu instantiates every
+    configuration the dispatch picks, so the recorded run times each one
+    explicitly."""
+    import cuda_qmv_report
+
+    chains = kernel_dispatch((patched_checkout / QMV).read_text())
+    entry = (ROOT / "cuda" / "qmv_entry.cu").read_text()
+    listed = entry[entry.index("#define QMV_STREAMED_CONFIGS(X)", entry.index("#else")) :]
+    listed = listed[: listed.index("#endif")]
+    configs = re.findall(r"X\((\d+), (\d+), (\d+), (\d+)\)", listed)
+    instantiated = {tuple(int(v) for v in c) for c in configs}
+    assert len(chains[4]) >= 2 and len(chains[8]) >= 2, chains
+    for bits in (2, 4, 8):
+        for m in range(1, 17):
+            picked = next(
+                cfg
+                for cond, cfg in chains[4 if bits < 8 else 8]
+                if eval(cond.replace("&&", " and ").replace("||", " or "), {}, {"m": m})
+            )
+            assert cuda_qmv_report.dispatch(bits, m) == picked, (bits, m)
+            assert picked in instantiated, picked
+
+
 def test_parse_ptxas_registers_and_spills() -> None:
     log = (
         "ptxas info    : Compiling entry function '_Z3fooILi1EEvv' for 'sm_90a'\n"
