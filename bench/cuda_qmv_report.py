@@ -3,10 +3,10 @@
 mlx_wheel.csv (stock wheel, optional), as written by cuda_qmv_device.sh.
 
 The "dispatch" columns are the configurations that the patch's
-dispatch_streamed_tile picks (dispatch() below; tests/cuda checks it against qmv.cu), timed
-as explicit launches of the same kernel in the same run; the `streamed_auto`
-rows of the CSV are what the binary's own (possibly older) dispatch launched;
-a run without the explicit sweep (qmv_bench --ragged) is reported from those.
+dispatch_streamed_tile picks (dispatch() below; tests/cuda checks it against
+qmv.cu), timed as explicit launches of the same kernel in the same run; the
+`streamed_auto` rows of the CSV are what the binary's own (possibly older)
+dispatch launched; a run without the explicit sweep is reported from those.
 Shapes are those of the CSV, in its order.
 
 Usage: python3 bench/cuda_qmv_report.py RESULTS_DIR
