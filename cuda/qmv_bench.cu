@@ -350,7 +350,14 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     if (!strcmp(argv[i], "--batch-only")) batch_only = true;
     if (!strcmp(argv[i], "--ragged")) ragged = true;
-    if (!strcmp(argv[i], "--bits") && i + 1 < argc) bits_list = {atoi(argv[++i])};
+    if (!strcmp(argv[i], "--bits") && i + 1 < argc) {
+      int bits = atoi(argv[++i]);
+      if (bits != 2 && bits != 4 && bits != 8) {
+        fprintf(stderr, "qmv_bench: --bits %s: 2, 4 or 8\n", argv[i]);
+        return 2;
+      }
+      bits_list = {bits};
+    }
     if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
     if (!strcmp(argv[i], "--profile") && i + 1 < argc)
       return profile(argc - i - 1, argv + i + 1);
