@@ -9,6 +9,10 @@ project's patch applied (patched). Each build renames the mlx namespace
 exports plain launch functions (cuda/qmv_entry.cu). cuda/qmv_bench.cu checks
 parity (every row of every M = 1..16 streamed launch bitwise equal to the
 stock kernel at M = 1) and times stock and streamed kernels.
+cuda/qmv_matrix.cu (on cuda/qmv_matrix_entry.cu) checks the same over the
+whole configuration matrix (bfloat16/float16/float32, affine 2/3/4/5/6/8 bits
+at groups 32/64/128, mxfp4/mxfp8/nvfp4, ragged K and N, B = 1 and 3) with a
+negative control, and times the widths and modes qmv_bench does not.
 
 Typical use:
 
@@ -118,7 +122,8 @@ def demangle(names: list[str]) -> list[str]:
 def describe(kernel: str) -> str:
     """Short form: qmv_streamed_kernel<rows, V, D, E, group, bias, residue, T, Q>."""
     s = re.sub(r"mlx_\w+::core::cu::", "", kernel)
-    s = s.replace("cutlass::", "").replace("integer_subbyte<4, false>", "u4")
+    s = s.replace("cutlass::", "")
+    s = re.sub(r"integer_subbyte<(\d), false>", r"u\1", s)
     s = s.replace("unsigned char", "u8").replace("bfloat16_t", "bf16").replace("half_t", "fp16")
     s = re.sub(r"^void ", "", s)
     s = re.sub(r"\(.*$", "", s)
@@ -203,6 +208,17 @@ def cmd_build(args: argparse.Namespace) -> int:
         + ["-Xptxas", "-v", "-Dmlx=mlx_patched", "-DQMV_PREFIX=patched_",
            '-DQMV_KERNELS="patched_kernels.cuh"', "-DQMV_HAVE_STREAMED", "-c",
            str(CUDA_DIR / "qmv_entry.cu"), "-o", str(bdir / "patched_entry.o")],
+        # The configuration matrix (every dtype, width, group and fp mode):
+        # stock launcher and negative control, patched dispatch.
+        "stock_matrix": base
+        + ["-Xptxas", "-v", "-Dmlx=mlx_stockm", '-DQMV_KERNELS="stock_kernels.cuh"',
+           "-c", str(CUDA_DIR / "qmv_matrix_entry.cu"), "-o", str(bdir / "stock_matrix.o")],
+        "patched_matrix": base
+        + ["-Xptxas", "-v", "-Dmlx=mlx_patchedm", '-DQMV_KERNELS="patched_kernels.cuh"',
+           "-DQMV_HAVE_STREAMED", "-c", str(CUDA_DIR / "qmv_matrix_entry.cu"),
+           "-o", str(bdir / "patched_matrix.o")],
+        "matrix": [nvcc, "-std=c++17", "-O2"] + ARCH
+        + [f"-I{CUDA_DIR}", "-c", str(CUDA_DIR / "qmv_matrix.cu"), "-o", str(bdir / "qmv_matrix.o")],
         "main": [nvcc, "-std=c++17", "-O2"] + ARCH
         + [f"-I{CUDA_DIR}", "-c", str(CUDA_DIR / "qmv_bench.cu"), "-o", str(bdir / "qmv_bench.o")],
         "probe": [nvcc, "-std=c++17", "-O2", "-Xcompiler=-fPIC"] + ARCH
@@ -215,24 +231,34 @@ def cmd_build(args: argparse.Namespace) -> int:
          str(bdir / "patched_entry.o"), "-o", str(bdir / "qmv_bench"),
          "-Xcompiler", "-static-libstdc++", "-Xcompiler", "-static-libgcc"],
         bdir / "link.log")
+    run([nvcc] + ARCH + [str(bdir / "qmv_matrix.o"), str(bdir / "stock_matrix.o"),
+         str(bdir / "patched_matrix.o"), "-o", str(bdir / "qmv_matrix"),
+         "-Xcompiler", "-static-libstdc++", "-Xcompiler", "-static-libgcc"],
+        bdir / "link_matrix.log")
     # The probe's harness substrate (overlay_tool/probe_harness.py) loads this.
     run([nvcc] + ARCH + ["-shared", str(bdir / "qmv_probe.o"), str(bdir / "stock_entry.o"),
          str(bdir / "patched_entry.o"), "-o", str(bdir / "libqmv_probe.so"),
          "-Xcompiler", "-static-libstdc++", "-Xcompiler", "-static-libgcc"],
         bdir / "link_probe.log")
     table = "## stock\n" + ptxas_table(logs["stock"]) + "\n## patched\n" + ptxas_table(logs["patched"])
+    matrix = ("## stock (configuration matrix)\n" + ptxas_table(logs["stock_matrix"])
+              + "\n## patched (configuration matrix)\n" + ptxas_table(logs["patched_matrix"]))
+    (bdir / "ptxas_matrix.md").write_text(matrix)
     (bdir / "ptxas.md").write_text(table)
     print(table)
-    print(f"built {bdir / 'qmv_bench'}")
+    print(f"built {bdir / 'qmv_bench'} and {bdir / 'qmv_matrix'}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     bdir = Path(args.build_dir).resolve()
-    exe = bdir / "qmv_bench"
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [str(exe), "--out", str(out)] + (["--quick"] if args.quick else [])
+    if args.matrix:
+        cmd = [str(bdir / "qmv_matrix"), "--out", str(out)]
+        cmd += ["--no-time"] if args.quick else []
+        return subprocess.run(cmd).returncode
+    cmd = [str(bdir / "qmv_bench"), "--out", str(out)] + (["--quick"] if args.quick else [])
     cmd += ["--ragged"] if args.ragged else []
     p = subprocess.run(cmd)
     if (bdir / "ptxas.md").is_file():
@@ -261,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--quick", action="store_true")
     r.add_argument("--ragged", action="store_true",
                    help="parity on K that is not a whole number of tiles, short timing")
+    r.add_argument("--matrix", action="store_true",
+                   help="run qmv_matrix (the whole configuration matrix; --quick: parity only)")
     r.set_defaults(func=cmd_run)
     args = ap.parse_args(argv)
     try:

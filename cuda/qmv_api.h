@@ -8,18 +8,23 @@
 #include <cuda_runtime.h>
 
 struct QmvArgs {
-  int dtype;  // 0 = bfloat16, 1 = float16
-  int bits;   // 2, 4 or 8 (affine, with biases)
-  int group;  // 64
+  int dtype;  // 0 = bfloat16, 1 = float16, 2 = float32 (float32: *_any only)
+  int bits;   // affine: 2, 4 or 8 (*_any: 2, 3, 4, 5, 6 or 8)
+  int group;  // 64 (*_any: 32, 64 or 128; fp modes: the mode's own)
   const void* x;       // [l, m, k]
-  const void* w;       // [n, k * bits / 32] uint32
+  const void* w;       // [n, k * bits / 8] bytes
   const void* scales;  // [n, k / group]
-  const void* biases;  // [n, k / group]
+  const void* biases;  // [n, k / group]; affine only
   void* out;           // [l, m, n]
   int m, n, k, l;
   bool broadcast_w;
   cudaStream_t stream;
+  // *_any only: 0 = affine, 1 = mxfp4, 2 = mxfp8, 3 = nvfp4 (QMV_MODE_*).
+  int mode;
+  const float* global_scale;  // nvfp4 only; may be null
 };
+
+enum { QMV_AFFINE = 0, QMV_MXFP4 = 1, QMV_MXFP8 = 2, QMV_NVFP4 = 3 };
 
 #define QMV_DECLARE(prefix)                                                  \
   /* cu::qmv: the stock launcher (one warp per row and vector). */          \
@@ -36,3 +41,15 @@ struct QmvArgs {
 
 QMV_DECLARE(stock_)
 QMV_DECLARE(patched_)
+
+// The whole configuration matrix (qmv_matrix_entry.cu): every dtype, affine
+// width and group size and every fp mode, through the launchers MLX calls.
+// cu::qmv of the stock build (-1: a type the kernels do not take).
+int stock_qmv_any(const QmvArgs* a);
+// The negative control, from the stock build: qmv_kernel_impl's dequantized
+// values summed in another order (one thread per row, in float, k
+// increasing).
+int stock_qmv_other_order(const QmvArgs* a);
+// cu::qmv_streamed of the patched build as mlx::core::qmv picks it (-2 where
+// QmvStreamedTraits::supported refuses it: MLX then runs cu::qmv).
+int patched_qmv_streamed_any(const QmvArgs* a);

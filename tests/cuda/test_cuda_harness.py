@@ -130,6 +130,32 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
             assert picked in instantiated, picked
 
 
+def test_matrix_harness_covers_every_type_mlx_dispatches(pinned_checkout: Path) -> None:
+    """cuda/qmv_matrix_entry.cu takes every weight type, group size and dtype
+    that MLX's dispatch_quant_types and dispatch_element_types name at the
+    pin, and cuda/qmv_matrix.cu runs each of them (and nvfp4 with and without
+    its global scale)."""
+    stock = (pinned_checkout / QMV).read_text()
+    entry = (ROOT / "cuda" / "qmv_matrix_entry.cu").read_text()
+    driver = (ROOT / "cuda" / "qmv_matrix.cu").read_text()
+    quant = stock[stock.index("inline void dispatch_quant_types") :]
+    quant = quant[: quant.index("\n}\n")]
+    weight_types = set(re.findall(r"operator\(\)<(cutlass::\w+|uint8_t), ([\w:]+), (\w+)>", quant))
+    assert len(weight_types) == 9, weight_types  # 3 fp modes + 6 affine widths
+    for q, s, _ in weight_types:
+        assert re.search(rf"{re.escape(q)},\s*{re.escape(s)}", entry), (q, s)
+    groups = re.findall(r"group_size == (\d+)", stock[stock.index("inline void dispatch_groups") :])
+    assert {int(g) for g in groups} == {32, 64, 128}
+    for g in groups:
+        assert f"case {g}:" in entry and g in driver
+    for dtype in ("cutlass::bfloat16_t", "cutlass::half_t", "float"):
+        assert f"operator()<{dtype}>()" in entry
+    assert "for (int bits : {2, 3, 4, 5, 6, 8})" in driver
+    for mode in ("QMV_MXFP4", "QMV_MXFP8", "QMV_NVFP4, 4, 16, false", "QMV_NVFP4, 4, 16, true"):
+        assert mode in driver
+    assert "for (int dtype = 0; dtype < 3; ++dtype)" in driver
+
+
 def test_parse_ptxas_registers_and_spills() -> None:
     log = (
         "ptxas info    : Compiling entry function '_Z3fooILi1EEvv' for 'sm_90a'\n"
@@ -216,6 +242,12 @@ def test_harness_compiles_host_side(harness_build: Path) -> None:
     ptxas = (harness_build / "ptxas.md").read_text()
     assert "qmv_streamed_kernel" in ptxas and "qmv_kernel" in ptxas
     assert (harness_build / "qmv_bench").is_file()
+    assert (harness_build / "qmv_matrix").is_file()
+    matrix = (harness_build / "ptxas_matrix.md").read_text()
+    # The dispatch's kernels for the widths and modes outside qmv_bench.
+    for q in ("u3", "u5", "u6", "float_e2m1_t", "float_e4m3_t"):
+        assert f"{q}," in matrix or f"{q}>" in matrix, q
+    assert "| 0/0" in matrix and not re.search(r"\| [1-9]\d*/\d+$", matrix, re.M)
     nm = shutil.which("nm")
     if nm:
         syms = subprocess.run([nm, "-D", str(harness_build / "libqmv_probe.so")],

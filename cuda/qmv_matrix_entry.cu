@@ -1,0 +1,232 @@
+// The configuration matrix's entry translation unit: like qmv_entry.cu it
+// includes the kernel part of a qmv.cu and exports launch functions on raw
+// device pointers, but for every type MLX's CUDA qmv takes (dtypes bfloat16,
+// float16 and float32; affine widths 2, 3, 4, 5, 6 and 8 at group sizes 32,
+// 64 and 128; mxfp4, mxfp8 and nvfp4) through the launchers mlx::core::qmv
+// calls: stock_qmv_any and a negative control (stock_qmv_other_order) from
+// the stock kernels, patched_qmv_streamed_any from the patched ones.
+//
+// Build: nvcc -Dmlx=mlx_stockm '-DQMV_KERNELS="stock_kernels.cuh"' -c ...
+//    or: nvcc -Dmlx=mlx_patchedm '-DQMV_KERNELS="patched_kernels.cuh"' \
+//          -DQMV_HAVE_STREAMED -c qmv_matrix_entry.cu
+#include QMV_KERNELS
+#include "qmv_api.h"
+
+#include <tuple>
+
+namespace mlx::core::cu_matrix {
+
+// One thread per (row, vector): the values qmv_kernel_impl dequantizes
+// (the same packed elements, scales and biases, 8 at a time) multiplied in float
+// and added into one sum of the output type with k increasing, then the
+// M = 1 kernel's epilogue. The products are the same; the order of the
+// additions differs (and at 8 bits, where stock sums in float, the sum's
+// type), so a bitwise comparison must find it different.
+template <int G, bool has_bias, typename T, typename Q, typename S>
+__global__ void other_order_kernel(
+    const T* x,
+    const Q* w,
+    const S* scales,
+    const T* biases,
+    const float* global_scale,
+    T* out,
+    int m,
+    int n,
+    int k,
+    bool broadcast_w) {
+  constexpr int E = 8;
+  constexpr int bits = cute::sizeof_bits_v<Q>;
+  constexpr int bytes = E * bits / 8;
+  int row = blockIdx.x * blockDim.x + threadIdx.x;
+  int v = blockIdx.y;
+  int l = blockIdx.z;
+  if (row >= n) {
+    return;
+  }
+  int64_t wrow = row + static_cast<int64_t>(n) * (broadcast_w ? 0 : l);
+  const uint8_t* wr = reinterpret_cast<const uint8_t*>(w) + wrow * k * bits / 8;
+  const T* xv = x + (static_cast<int64_t>(l) * m + v) * k;
+  T acc{0};
+  for (int i = 0; i < k; i += E) {
+    cutlass::Array<Q, E> packed;
+    auto* dst = reinterpret_cast<uint8_t*>(&packed);
+    for (int b = 0; b < int(sizeof(packed)); ++b) {
+      dst[b] = b < bytes ? wr[i * bits / 8 + b] : 0;
+    }
+    int64_t g = wrow * (k / G) + i / G;
+    T bias{0};
+    if constexpr (has_bias) {
+      bias = biases[g];
+    }
+    // Dequantized as qmv_kernel_impl's dequant_fma writes it.
+    cutlass::NumericArrayConverter<T, Q, E> converter;
+    cutlass::Array<T, E> w_dq = converter(packed);
+    if constexpr (has_bias) {
+      w_dq = w_dq * T(scales[g]) + bias;
+    } else {
+      w_dq = w_dq * T(scales[g]);
+    }
+    for (int j = 0; j < E; ++j) {
+      acc = static_cast<T>(fmaf(
+          static_cast<float>(xv[i + j]),
+          static_cast<float>(w_dq[j]),
+          static_cast<float>(acc)));
+    }
+  }
+  float sum = static_cast<float>(acc);
+  if constexpr (
+      cuda::std::is_same_v<Q, cutlass::float_e2m1_t> &&
+      cuda::std::is_same_v<S, cutlass::float_e4m3_t>) {
+    if (global_scale) {
+      sum *= (*global_scale / (cu::F8E4M3_MAX * cu::F4E2M1_MAX));
+    }
+  }
+  out[(static_cast<int64_t>(l) * m + v) * n + row] = static_cast<T>(sum);
+}
+
+} // namespace mlx::core::cu_matrix
+
+namespace {
+
+using namespace mlx::core;
+
+// f<T, Q, S, group_size>() for the type a names (as dispatch_quant_types
+// maps MLX's modes and widths); -1 for one MLX does not have.
+template <typename F>
+int dispatch_any(const QmvArgs& a, F&& f) {
+  auto with_t = [&]<typename T>() -> int {
+    switch (a.mode) {
+      case QMV_MXFP4:
+        return a.group == 32
+            ? f.template operator()<
+                  T,
+                  cutlass::float_e2m1_t,
+                  cutlass::float_ue8m0_t,
+                  32>()
+            : -1;
+      case QMV_MXFP8:
+        return a.group == 32
+            ? f.template operator()<
+                  T,
+                  cutlass::float_e4m3_t,
+                  cutlass::float_ue8m0_t,
+                  32>()
+            : -1;
+      case QMV_NVFP4:
+        return a.group == 16
+            ? f.template operator()<
+                  T,
+                  cutlass::float_e2m1_t,
+                  cutlass::float_e4m3_t,
+                  16>()
+            : -1;
+      case QMV_AFFINE:
+        break;
+      default:
+        return -1;
+    }
+    auto with_group = [&]<int G>() -> int {
+      switch (a.bits) {
+        case 2:
+          return f.template operator()<T, cutlass::uint2b_t, T, G>();
+        case 3:
+          return f.template operator()<T, cutlass::uint3b_t, T, G>();
+        case 4:
+          return f.template operator()<T, cutlass::uint4b_t, T, G>();
+        case 5:
+          return f.template operator()<T, cutlass::uint5b_t, T, G>();
+        case 6:
+          return f.template operator()<T, cutlass::uint6b_t, T, G>();
+        case 8:
+          return f.template operator()<T, uint8_t, T, G>();
+      }
+      return -1;
+    };
+    switch (a.group) {
+      case 32:
+        return with_group.template operator()<32>();
+      case 64:
+        return with_group.template operator()<64>();
+      case 128:
+        return with_group.template operator()<128>();
+    }
+    return -1;
+  };
+  switch (a.dtype) {
+    case 0:
+      return with_t.template operator()<cutlass::bfloat16_t>();
+    case 1:
+      return with_t.template operator()<cutlass::half_t>();
+    case 2:
+      return with_t.template operator()<float>();
+  }
+  return -1;
+}
+
+struct Launcher {
+  cudaStream_t stream;
+  void operator()(
+      void* kernel,
+      dim3 grid,
+      dim3 block,
+      void** args,
+      uint32_t smem_bytes = 0) const {
+    cudaLaunchKernel(kernel, grid, block, args, smem_bytes, stream);
+  }
+};
+
+template <typename T, typename Q, typename S>
+auto args_of(const QmvArgs& a) {
+  return std::make_tuple(
+      static_cast<const T*>(a.x),
+      static_cast<const Q*>(a.w),
+      static_cast<const S*>(a.scales),
+      static_cast<const T*>(a.biases),
+      a.global_scale,
+      static_cast<T*>(a.out));
+}
+
+} // namespace
+
+#ifndef QMV_HAVE_STREAMED
+
+int stock_qmv_any(const QmvArgs* a) {
+  return dispatch_any(*a, [&]<typename T, typename Q, typename S, int G>() {
+    constexpr bool has_bias = !cutlass::has_negative_zero_v<Q>;
+    auto [x, w, s, b, gs, out] = args_of<T, Q, S>(*a);
+    cu::qmv<G, has_bias>(
+        x, w, s, b, gs, out, a->m, a->n, a->k, a->l, a->broadcast_w,
+        Launcher{a->stream});
+    return int(cudaGetLastError());
+  });
+}
+
+int stock_qmv_other_order(const QmvArgs* a) {
+  return dispatch_any(*a, [&]<typename T, typename Q, typename S, int G>() {
+    constexpr bool has_bias = !cutlass::has_negative_zero_v<Q>;
+    auto [x, w, s, b, gs, out] = args_of<T, Q, S>(*a);
+    dim3 grid((a->n + 127) / 128, a->m, a->l);
+    cu_matrix::other_order_kernel<G, has_bias><<<grid, 128, 0, a->stream>>>(
+        x, w, s, b, gs, out, a->m, a->n, a->k, a->broadcast_w);
+    return int(cudaGetLastError());
+  });
+}
+
+#else
+
+int patched_qmv_streamed_any(const QmvArgs* a) {
+  return dispatch_any(*a, [&]<typename T, typename Q, typename S, int G>() {
+    constexpr bool has_bias = !cutlass::has_negative_zero_v<Q>;
+    auto [x, w, s, b, gs, out] = args_of<T, Q, S>(*a);
+    if (!cu::QmvStreamedTraits<T, Q, S>::template supported<G>(
+            x, w, s, b, a->k)) {
+      return -2;
+    }
+    cu::qmv_streamed<G, has_bias>(
+        x, w, s, b, gs, out, a->m, a->n, a->k, a->l, a->broadcast_w,
+        Launcher{a->stream});
+    return int(cudaGetLastError());
+  });
+}
+
+#endif
