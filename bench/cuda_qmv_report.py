@@ -10,6 +10,9 @@ dispatch launched; a run without the explicit sweep is reported from those.
 Shapes are those of the CSV, in its order.
 
 Usage: python3 bench/cuda_qmv_report.py RESULTS_DIR
+       python3 bench/cuda_qmv_report.py --matrix RESULTS_DIR
+(--matrix: the timing table of a qmv_matrix run, cuda_qmv_matrix_timing.csv,
+as written by cuda_qmv_matrix_device.sh.)
 """
 from __future__ import annotations
 
@@ -37,7 +40,32 @@ def dispatch(bits: int, m: int) -> tuple[int, int, int, int]:
     return (4, 2, 8, 3)
 
 
+def matrix_table(d: Path) -> str:
+    """Streamed dispatch at M = 1..16 against stock M = 1, per dtype and type."""
+    rows = list(csv.DictReader(open(d / "cuda_qmv_matrix_timing.csv")))
+    ms = sorted({int(r["M"]) for r in rows if r["impl"] == "streamed_auto"})
+    out = [
+        "| dtype | type | stock M = 1 (us) | "
+        + " | ".join(f"M = {m}" for m in ms)
+        + " |",
+        "|---|---|---|" + "---|" * len(ms),
+    ]
+    keys = list(dict.fromkeys((r["dtype"], r["type"]) for r in rows))
+    for dt, ty in keys:
+        sel = [r for r in rows if r["dtype"] == dt and r["type"] == ty]
+        s1 = float(next(r["us"] for r in sel if r["impl"] == "stock_qmv"))
+        cells = []
+        for m in ms:
+            us = float(next(r["us"] for r in sel if r["impl"] == "streamed_auto" and int(r["M"]) == m))
+            cells.append(f"{us:.1f} ({us / s1:.2f}x)")
+        out.append(f"| {dt} | {ty} | {s1:.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[1] == "--matrix":
+        print(matrix_table(Path(argv[2])), end="")
+        return 0
     d = Path(argv[1])
     rows = list(csv.DictReader(open(d / "cuda_qmv_timing.csv")))
     wheel = {}

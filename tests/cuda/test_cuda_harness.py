@@ -273,3 +273,17 @@ def test_harness_runs_on_an_sm90_gpu(harness_build: Path, tmp_path: Path) -> Non
         pytest.skip(f"GPU run needs an sm_90 GPU (found: {cc or 'none'}); "
                     "recorded H200 runs: docs/data/cuda_*_h200_*")
     assert cuda_qmv.main(["run", "--build-dir", str(harness_build), "--out", str(tmp_path), "--quick"]) == 0
+
+
+def test_matrix_report_gives_each_type_against_stock_m1(tmp_path: Path) -> None:
+    import cuda_qmv_report
+
+    (tmp_path / "cuda_qmv_matrix_timing.csv").write_text(
+        "shape,dtype,type,impl,M,us,stock_m1_us\n"
+        "4096x14336,bf16,mxfp4,stock_qmv,1,40.00,40.00\n"
+        "4096x14336,bf16,mxfp4,streamed_auto,1,20.00,40.00\n"
+        "4096x14336,bf16,mxfp4,streamed_auto,16,80.00,40.00\n"
+    )
+    table = cuda_qmv_report.matrix_table(tmp_path)
+    assert "| M = 1 | M = 16 |" in table
+    assert "| bf16 | mxfp4 | 40.0 | 20.0 (0.50x) | 80.0 (2.00x) |" in table
