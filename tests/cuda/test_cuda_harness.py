@@ -43,6 +43,35 @@ def test_kernel_patch_is_for_upstream_and_the_routing_overlay_only() -> None:
     assert re.findall(r"(?m)^diff --git a/(\S+) b/", text) == [QUANTIZED]
 
 
+@pytest.mark.integration
+def test_overlay_routes_every_matrix_kernel_branch_to_qmv_up_to_16_vectors(
+    pinned_checkout: Path, patched_checkout: Path
+) -> None:
+    """In the patched QuantizedMatmul::eval_gpu, each branch that can pick a
+    matrix kernel (qmm_sm90, qmm_sm80, qmm_naive) takes qmv for M * B <= 16,
+    so no product of up to 16 vectors leaves the exact kernel; the stock
+    file has branches that do not (the check can fail)."""
+
+    def branches(text: str) -> dict[str, str]:
+        body = text[text.index("void QuantizedMatmul::eval_gpu") :]
+        body = body[: body.index("\n}\n")]
+        found = re.findall(
+            r"if \(can_use_(qmm_\w+)\) \{\s*if \((.*?)\) \{\s*call_qmv\(\);\s*"
+            r"\} else \{\s*call_\1\(\);",
+            body,
+            re.S,
+        )
+        return {kernel: " ".join(cond.split()) for kernel, cond in found}
+
+    patched = branches((patched_checkout / QUANTIZED).read_text())
+    assert set(patched) == {"qmm_sm90", "qmm_sm80", "qmm_naive"}, patched
+    assert all(c == "can_use_qmv && (M * B <= qmv_max_vecs)" for c in patched.values()), patched
+    assert "constexpr int qmv_max_vecs = 16;" in (patched_checkout / QUANTIZED).read_text()
+    stock = branches((pinned_checkout / QUANTIZED).read_text())
+    assert set(stock) == set(patched) and stock["qmm_sm80"] == "can_use_qmv && (M * B < 8)"
+    assert "M == 1 && B == 1" in stock["qmm_sm90"], stock
+
+
 def test_patch_touches_the_kernel_only() -> None:
     text = cuda_patch().read_text()
     files = re.findall(r"(?m)^diff --git a/(\S+) b/", text)
