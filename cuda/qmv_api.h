@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 struct QmvArgs {
   int dtype;  // 0 = bfloat16, 1 = float16, 2 = float32 (float32: *_any only)
   int bits;   // affine: 2, 4 or 8 (*_any: 2, 3, 4, 5, 6 or 8)
@@ -25,6 +27,20 @@ struct QmvArgs {
 };
 
 enum { QMV_AFFINE = 0, QMV_MXFP4 = 1, QMV_MXFP8 = 2, QMV_NVFP4 = 3 };
+
+// The launch_kernel callback MLX's launchers take, on a plain stream (the
+// entry translation units pass it where MLX passes its command encoder).
+struct QmvLauncher {
+  cudaStream_t stream;
+  void operator()(
+      void* kernel,
+      dim3 grid,
+      dim3 block,
+      void** args,
+      uint32_t smem_bytes = 0) const {
+    cudaLaunchKernel(kernel, grid, block, args, smem_bytes, stream);
+  }
+};
 
 #define QMV_DECLARE(prefix)                                                  \
   /* cu::qmv: the stock launcher (one warp per row and vector). */          \

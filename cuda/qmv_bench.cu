@@ -19,6 +19,7 @@
 //
 // Usage: qmv_bench [--quick] [--ragged] [--bits 2|4|8] [--out DIR]
 #include "qmv_api.h"
+#include "qmv_harness.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -34,63 +35,12 @@
 #include <string>
 #include <vector>
 
-#define CK(call)                                                          \
-  do {                                                                    \
-    cudaError_t e_ = (call);                                              \
-    if (e_ != cudaSuccess) {                                              \
-      fprintf(stderr, "CUDA error %s at %s:%d: %s\n", #call, __FILE__,    \
-              __LINE__, cudaGetErrorString(e_));                          \
-      exit(2);                                                            \
-    }                                                                     \
-  } while (0)
-
 static FILE* g_csv = nullptr;
-static FILE* g_log = nullptr;
-
-static void logf(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vprintf(fmt, ap);
-  va_end(ap);
-  if (g_log) {
-    va_start(ap, fmt);
-    vfprintf(g_log, fmt, ap);
-    va_end(ap);
-    fflush(g_log);
-  }
-  fflush(stdout);
-}
-
-__device__ __forceinline__ uint32_t hash32(uint64_t i, uint32_t seed) {
-  uint64_t z = i * 0x9E3779B97F4A7C15ull + (uint64_t(seed) << 32) + seed;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return uint32_t((z ^ (z >> 31)) >> 16);
-}
 
 __global__ void fill_u32(uint32_t* p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x)
     p[i] = hash32(i, seed);
-}
-
-// kind 0: x ~ U(-1, 1); 1: scales ~ s0 * U(0.5, 1.5); 2: biases ~
-// -(2^bits - 1)/2 * s0 * U(0.8, 1.2)
-template <typename T>
-__global__ void fill_vals(T* p, size_t n, uint32_t seed, int kind, float s0,
-                          float half_range) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    float u = (hash32(i, seed) & 0xFFFFFF) / float(1 << 24);
-    float v;
-    if (kind == 0)
-      v = 2.f * u - 1.f;
-    else if (kind == 1)
-      v = s0 * (0.5f + u);
-    else
-      v = -half_range * s0 * (0.8f + 0.4f * u);
-    p[i] = T(v);
-  }
 }
 
 static float to_float(uint16_t h, int dtype) {
@@ -175,42 +125,15 @@ static double time_impl(Impl impl, int dtype, int bits, const Shape& sh,
                         const Sets& sets, const void* x, void* out, int m,
                         cudaStream_t st, int R, int V, int G, int D,
                         int reps) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  int rc = 0;
-  for (int r = 0; r < sets.R; ++r) {
-    QmvArgs a = make_args(dtype, bits, x, sets.w[r], sets.s[r], sets.b[r],
-                          out, m, sh.n, sh.k, st);
-    rc |= launch(impl, a, R, V, G, D);
-  }
-  CK(cudaStreamEndCapture(st, &graph));
-  if (rc != 0) {
-    cudaGraphDestroy(graph);
-    return -1;
-  }
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(exec, st));
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(e0, st));
-    CK(cudaGraphLaunch(exec, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1e3 / sets.R);
-  }
-  CK(cudaGetLastError());
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median_graph_us(st, sets.R, reps, [&](cudaStream_t s) {
+    int rc = 0;
+    for (int r = 0; r < sets.R; ++r) {
+      QmvArgs a = make_args(dtype, bits, x, sets.w[r], sets.s[r], sets.b[r],
+                            out, m, sh.n, sh.k, s);
+      rc |= launch(impl, a, R, V, G, D);
+    }
+    return rc;
+  });
 }
 
 // Scale magnitude s0 and half range hr of the random scales and biases for

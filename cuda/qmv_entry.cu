@@ -36,18 +36,6 @@ int dispatch_types(const QmvArgs& a, F&& f) {
   return -1;
 }
 
-struct Launcher {
-  cudaStream_t stream;
-  void operator()(
-      void* kernel,
-      dim3 grid,
-      dim3 block,
-      void** args,
-      uint32_t smem_bytes = 0) const {
-    cudaLaunchKernel(kernel, grid, block, args, smem_bytes, stream);
-  }
-};
-
 } // namespace
 
 int ENTRY(qmv)(const QmvArgs* a) {
@@ -64,7 +52,7 @@ int ENTRY(qmv)(const QmvArgs* a) {
         a->k,
         a->l,
         a->broadcast_w,
-        Launcher{a->stream});
+        QmvLauncher{a->stream});
     return int(cudaGetLastError());
   });
 }
@@ -96,7 +84,7 @@ int launch_streamed(const QmvArgs& a) {
         a.k,
         a.l,
         a.broadcast_w,
-        Launcher{a.stream});
+        QmvLauncher{a.stream});
     return int(cudaGetLastError());
   }
 }
@@ -148,7 +136,7 @@ int ENTRY(qmv_streamed_auto)(const QmvArgs* a) {
         a->k,
         a->l,
         a->broadcast_w,
-        Launcher{a->stream});
+        QmvLauncher{a->stream});
     return int(cudaGetLastError());
   });
 }

@@ -19,6 +19,7 @@
 //
 // Usage: qmv_matrix [--no-time] [--out DIR]
 #include "qmv_api.h"
+#include "qmv_harness.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,39 +34,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-#define CK(call)                                                       \
-  do {                                                                 \
-    cudaError_t e_ = (call);                                           \
-    if (e_ != cudaSuccess) {                                           \
-      fprintf(stderr, "CUDA error %s at %s:%d: %s\n", #call, __FILE__, \
-              __LINE__, cudaGetErrorString(e_));                       \
-      exit(2);                                                         \
-    }                                                                  \
-  } while (0)
-
-static FILE* g_log = nullptr;
-
-static void logf(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vprintf(fmt, ap);
-  va_end(ap);
-  if (g_log) {
-    va_start(ap, fmt);
-    vfprintf(g_log, fmt, ap);
-    va_end(ap);
-    fflush(g_log);
-  }
-  fflush(stdout);
-}
-
-__device__ __forceinline__ uint32_t hash32(uint64_t i, uint32_t seed) {
-  uint64_t z = i * 0x9E3779B97F4A7C15ull + (uint64_t(seed) << 32) + seed;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return uint32_t((z ^ (z >> 31)) >> 16);
-}
 
 // Random bytes; with no_nan, float8 e4m3 NaN codes (s.1111.111) become the
 // largest finite value (MLX's quantization never writes them).
@@ -84,21 +52,6 @@ __global__ void fill_codes(uint8_t* p, size_t n, uint32_t seed, int base,
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x)
     p[i] = uint8_t(base + int(hash32(i, seed) % uint32_t(span)));
-}
-
-// kind 0: x ~ U(-1, 1); 1: scales ~ s0 * U(0.5, 1.5); 2: biases ~
-// -hr * s0 * U(0.8, 1.2).
-template <typename T>
-__global__ void fill_vals(T* p, size_t n, uint32_t seed, int kind, float s0,
-                          float hr) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    float u = (hash32(i, seed) & 0xFFFFFF) / float(1 << 24);
-    float v = kind == 0 ? 2.f * u - 1.f
-              : kind == 1 ? s0 * (0.5f + u)
-                          : -hr * s0 * (0.8f + 0.4f * u);
-    p[i] = T(v);
-  }
 }
 
 static void fill_t(int dtype, void* p, size_t n, uint32_t seed, int kind,
@@ -329,44 +282,16 @@ static void parity(int dtype, const QType& q, int n, int k, Tally& t,
   cudaFree(out);
 }
 
-// Median microseconds per launch over graph replays of one launch per
-// weight set.
 static double time_launches(const Problem& p, void* out, int m, bool streamed,
                             cudaStream_t st, int reps) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  int rc = 0;
-  for (int set = 0; set < p.L; ++set) {
-    QmvArgs a = p.args(out, m, 1, true, 0, set, st);
-    rc |= streamed ? patched_qmv_streamed_any(&a) : stock_qmv_any(&a);
-  }
-  CK(cudaStreamEndCapture(st, &graph));
-  if (rc != 0) {
-    cudaGraphDestroy(graph);
-    return -1;
-  }
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(exec, st));
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(e0, st));
-    CK(cudaGraphLaunch(exec, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1e3 / p.L);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median_graph_us(st, p.L, reps, [&](cudaStream_t s) {
+    int rc = 0;
+    for (int set = 0; set < p.L; ++set) {
+      QmvArgs a = p.args(out, m, 1, true, 0, set, s);
+      rc |= streamed ? patched_qmv_streamed_any(&a) : stock_qmv_any(&a);
+    }
+    return rc;
+  });
 }
 
 int main(int argc, char** argv) {

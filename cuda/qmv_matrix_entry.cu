@@ -163,18 +163,6 @@ int dispatch_any(const QmvArgs& a, F&& f) {
   return -1;
 }
 
-struct Launcher {
-  cudaStream_t stream;
-  void operator()(
-      void* kernel,
-      dim3 grid,
-      dim3 block,
-      void** args,
-      uint32_t smem_bytes = 0) const {
-    cudaLaunchKernel(kernel, grid, block, args, smem_bytes, stream);
-  }
-};
-
 template <typename T, typename Q, typename S>
 auto args_of(const QmvArgs& a) {
   return std::make_tuple(
@@ -196,7 +184,7 @@ int stock_qmv_any(const QmvArgs* a) {
     auto [x, w, s, b, gs, out] = args_of<T, Q, S>(*a);
     cu::qmv<G, has_bias>(
         x, w, s, b, gs, out, a->m, a->n, a->k, a->l, a->broadcast_w,
-        Launcher{a->stream});
+        QmvLauncher{a->stream});
     return int(cudaGetLastError());
   });
 }
@@ -224,7 +212,7 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
     }
     cu::qmv_streamed<G, has_bias>(
         x, w, s, b, gs, out, a->m, a->n, a->k, a->l, a->broadcast_w,
-        Launcher{a->stream});
+        QmvLauncher{a->stream});
     return int(cudaGetLastError());
   });
 }
