@@ -11,8 +11,11 @@ Shapes are those of the CSV, in its order.
 
 Usage: python3 bench/cuda_qmv_report.py RESULTS_DIR
        python3 bench/cuda_qmv_report.py --matrix RESULTS_DIR
+       python3 bench/cuda_qmv_report.py --roofline RESULTS_DIR
 (--matrix: the timing table of a qmv_matrix run, cuda_qmv_matrix_timing.csv,
-as written by cuda_qmv_matrix_device.sh.)
+as written by cuda_qmv_matrix_device.sh. --roofline: the read roofline
+against stock and the dispatch, cuda_qmv_time.csv as written by
+cuda_qmv_roofline_device.sh.)
 """
 from __future__ import annotations
 
@@ -62,9 +65,47 @@ def matrix_table(d: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+def roofline_table(d: Path, goal: float = 1.8) -> str:
+    """Per shape, dtype and width: the read roofline of the M = 1 bytes, stock
+    M = 1, the dispatch at each M timed, and the time the M = 1 goal asks
+    (stock / goal) as a share of the roofline (over 100%: faster than the
+    device reads the bytes)."""
+    rows = list(csv.DictReader(open(d / "cuda_qmv_time.csv")))
+    ms = sorted({int(r["M"]) for r in rows if r["impl"] == "streamed_auto"})
+    head = (
+        "| K x N | dtype | bits | MB | read roofline us (GB/s) | stock M=1 | "
+        + " | ".join(f"dispatch M={m}" for m in ms)
+        + f" | {goal}x goal us | goal / roofline | dispatch M=1 / roofline |"
+    )
+    out = [head, "|---" * (9 + len(ms)) + "|"]
+    keys = list(dict.fromkeys((r["shape"], r["dtype"], r["bits"]) for r in rows))
+    for shape, dt, bits in keys:
+        sel = [r for r in rows if (r["shape"], r["dtype"], r["bits"]) == (shape, dt, bits)]
+
+        def us(impl: str, m: int = 1) -> float:
+            return float(next(r["us"] for r in sel if r["impl"] == impl and int(r["M"]) == m))
+
+        read, stock = us("read_roofline"), us("stock_qmv")
+        mb = int(sel[0]["bytes"]) / 1e6
+        gbps = int(sel[0]["bytes"]) / (read * 1e-6) / 1e9
+        disp = [us("streamed_auto", m) for m in ms]
+        cells = [f"{t:.2f} ({stock / t:.2f}x)" for t in disp]
+        target = stock / goal
+        d1 = disp[ms.index(1)] if 1 in ms else float("nan")
+        out.append(
+            f"| {shape} | {dt} | {bits} | {mb:.1f} | {read:.2f} ({gbps:.0f}) | {stock:.2f} | "
+            + " | ".join(cells)
+            + f" | {target:.2f} | {100 * read / target:.0f}% | {100 * read / d1:.0f}% |"
+        )
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[1] == "--matrix":
         print(matrix_table(Path(argv[2])), end="")
+        return 0
+    if len(argv) == 3 and argv[1] == "--roofline":
+        print(roofline_table(Path(argv[2])), end="")
         return 0
     d = Path(argv[1])
     rows = list(csv.DictReader(open(d / "cuda_qmv_timing.csv")))

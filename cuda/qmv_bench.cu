@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 static FILE* g_csv = nullptr;
@@ -256,6 +257,201 @@ static int profile(int argc, char** argv) {
   return rc ? 1 : 0;
 }
 
+// The read roofline of a product: the least time in which the device reads
+// the bytes qmv reads at M = 1 (packed weights, scales and biases of one set),
+// best of a few grid shapes. Each thread keeps U 16-byte loads in flight and
+// folds them into one word that is stored only if it matches a value it never
+// takes, so the loads stay live and nothing is written.
+template <int U, bool L2_256B>
+__global__ void read_sets(const uint4* w, size_t nw, const uint4* s, size_t ns,
+                          const uint4* b, size_t nb, uint32_t* sink) {
+  uint32_t acc = 0;
+  size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i0 = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  auto load = [](const uint4* p) {
+    uint4 v;
+    if constexpr (L2_256B) {
+      asm volatile(
+          "ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(p));
+    } else {
+      v = __ldcs(p);
+    }
+    return v;
+  };
+  auto sweep = [&](const uint4* p, size_t n) {
+    size_t j = i0;
+    for (; j + (U - 1) * stride < n; j += U * stride) {
+      uint4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) v[u] = load(p + j + u * stride);
+#pragma unroll
+      for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    for (; j < n; j += stride) {
+      uint4 v = load(p + j);
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+  };
+  sweep(w, nw);
+  sweep(s, ns);
+  sweep(b, nb);
+  if (acc == 0x9E3779B9u) sink[0] = acc;
+}
+
+struct ReadConfig {
+  int blocks_per_sm, threads, unroll;
+  bool l2_256b;
+};
+
+// Median microseconds of one read of every set (one launch per set, as
+// time_impl), for one grid shape.
+static double time_read(const ReadConfig& c, const Sets& sets, size_t w_bytes,
+                        size_t sb_bytes, uint32_t* sink, int sms,
+                        cudaStream_t st, int reps) {
+  return median_graph_us(st, sets.R, reps, [&](cudaStream_t s) {
+    for (int r = 0; r < sets.R; ++r) {
+      dim3 grid(c.blocks_per_sm * sms), block(c.threads);
+      auto args = std::make_tuple(
+          (const uint4*)sets.w[r], w_bytes / 16, (const uint4*)sets.s[r],
+          sb_bytes / 16, (const uint4*)sets.b[r], sb_bytes / 16, sink);
+#define READ_CASE(U, H)                                                   \
+  if (c.unroll == U && c.l2_256b == H) {                                  \
+    std::apply([&](auto... a) { read_sets<U, H><<<grid, block, 0, s>>>(a...); }, \
+               args);                                                     \
+  }
+      READ_CASE(4, false) READ_CASE(8, false) READ_CASE(4, true)
+      READ_CASE(8, true)
+#undef READ_CASE
+    }
+    return int(cudaGetLastError());
+  });
+}
+
+// --time DTYPE,BITS,K,N W,R,V,D,M ...: on weight sets rotated beyond the L2
+// as in the sweep, the read roofline of the M = 1 product (best grid shape),
+// stock M = 1 and each listed configuration (W = 0: the dispatch), as CSV
+// rows (appended to DIR/cuda_qmv_time.csv with --out DIR). Nothing is checked:
+// the parity runs check these kernels.
+static int time_configs(int argc, char** argv, const std::string& outdir,
+                        int reps) {
+  int dtype, bits, k, n;
+  if (argc < 1 || sscanf(argv[0], "%d,%d,%d,%d", &dtype, &bits, &k, &n) != 4 ||
+      dtype < 0 || dtype > 1 || (bits != 2 && bits != 4 && bits != 8)) {
+    fprintf(stderr, "qmv_bench: --time %s: expected DTYPE,BITS,K,N\n",
+            argc < 1 ? "" : argv[0]);
+    return 2;
+  }
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  Shape sh{n, k};
+  size_t w_bytes = size_t(n) * k * bits / 8;
+  size_t sb_elems = size_t(n) * (k / kGroup);
+  size_t set_bytes = w_bytes + 2 * sb_elems * 2;
+  Sets sets;
+  sets.R = int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
+  float s0, hr;
+  quant_scale(bits, s0, hr);
+  for (int r = 0; r < sets.R; ++r) {
+    void *w, *s, *b;
+    CK(cudaMalloc(&w, w_bytes));
+    CK(cudaMalloc(&s, sb_elems * 2));
+    CK(cudaMalloc(&b, sb_elems * 2));
+    fill_u32<<<1024, 256, 0, st>>>((uint32_t*)w, w_bytes / 4, 11 + r);
+    if (dtype == 0) {
+      fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)s, sb_elems, 13 + r, 1, s0, hr);
+      fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)b, sb_elems, 13 + r, 2, s0, hr);
+    } else {
+      fill_vals<<<256, 256, 0, st>>>((__half*)s, sb_elems, 13 + r, 1, s0, hr);
+      fill_vals<<<256, 256, 0, st>>>((__half*)b, sb_elems, 13 + r, 2, s0, hr);
+    }
+    sets.w.push_back(w);
+    sets.s.push_back(s);
+    sets.b.push_back(b);
+  }
+  void *x, *out;
+  uint32_t* sink;
+  CK(cudaMalloc(&x, size_t(16) * k * 2));
+  CK(cudaMalloc(&out, size_t(16) * n * 2));
+  CK(cudaMalloc(&sink, 4));
+  if (dtype == 0)
+    fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)x, size_t(16) * k, 17, 0, 0, 0);
+  else
+    fill_vals<<<256, 256, 0, st>>>((__half*)x, size_t(16) * k, 17, 0, 0, 0);
+  CK(cudaStreamSynchronize(st));
+  CK(cudaGetLastError());
+
+  FILE* csv = fopen((outdir + "/cuda_qmv_time.csv").c_str(), "a");
+  if (!csv) {
+    fprintf(stderr, "qmv_bench: cannot append to %s/cuda_qmv_time.csv\n",
+            outdir.c_str());
+    return 2;
+  }
+  if (ftell(csv) == 0)
+    fputs("shape,dtype,bits,impl,W,R,V,D,M,us,bytes,GBps\n", csv);
+  char label[64];
+  snprintf(label, sizeof(label), "%dx%d", k, n);
+  const char* dname = dtype == 0 ? "bf16" : "fp16";
+  auto row = [&](const char* impl, int W, int R, int V, int D, int M,
+                 double us) {
+    char line[256];
+    snprintf(line, sizeof(line), "%s,%s,%d,%s,%d,%d,%d,%d,%d,%.2f,%zu,%.0f\n",
+             label, dname, bits, impl, W, R, V, D, M, us, set_bytes,
+             us > 0 ? set_bytes / (us * 1e-6) / 1e9 : 0.0);
+    fputs(line, csv);
+    fflush(csv);
+    logf("%s", line);
+  };
+  double best_read = 1e30;
+  ReadConfig best_cfg{};
+  for (int bps : {2, 4, 8})
+    for (int threads : {256, 512})
+      for (int unroll : {4, 8})
+        for (bool hint : {false, true}) {
+          if (bps * threads > 2048) continue;
+          ReadConfig c{bps, threads, unroll, hint};
+          double us = time_read(c, sets, w_bytes, sb_elems * 2, sink,
+                                prop.multiProcessorCount, st, reps);
+          if (us > 0 && us < best_read) {
+            best_read = us;
+            best_cfg = c;
+          }
+        }
+  row("read_roofline", best_cfg.blocks_per_sm, best_cfg.threads,
+      best_cfg.unroll, best_cfg.l2_256b, 1, best_read);
+  row("stock_qmv", 0, 0, 0, 0, 1,
+      time_impl(STOCK, dtype, bits, sh, sets, x, out, 1, st, 0, 0, 0, 0, reps));
+  int rc = 0;
+  for (int i = 1; i < argc; ++i) {
+    int W, R, V, D, M;
+    if (sscanf(argv[i], "%d,%d,%d,%d,%d", &W, &R, &V, &D, &M) != 5 || M < 1 ||
+        M > 16) {
+      fprintf(stderr, "qmv_bench: --time %s: expected W,R,V,D,M (M 1..16)\n",
+              argv[i]);
+      return 2;
+    }
+    double us = W == 0 ? time_impl(AUTO, dtype, bits, sh, sets, x, out, M, st,
+                                   0, 0, 0, 0, reps)
+                       : time_impl(EXPLICIT, dtype, bits, sh, sets, x, out, M,
+                                   st, R, V, W, D, reps);
+    if (us < 0) rc = 1;
+    row(W == 0 ? "streamed_auto" : "streamed", W, R, V, D, M, us);
+  }
+  fclose(csv);
+  for (int r = 0; r < sets.R; ++r) {
+    cudaFree(sets.w[r]);
+    cudaFree(sets.s[r]);
+    cudaFree(sets.b[r]);
+  }
+  cudaFree(x);
+  cudaFree(out);
+  cudaFree(sink);
+  return rc;
+}
+
 int main(int argc, char** argv) {
   bool quick = false, batch_only = false, ragged = false;
   // Weight widths: 4 and 8 bits unless --bits names one (2, 4 or 8).
@@ -267,7 +463,10 @@ int main(int argc, char** argv) {
              "       qmv_bench --profile DTYPE,BITS,K,N W,R,V,D,M ...\n"
              "  --profile: launch stock M=1 and each streamed configuration\n"
              "  once (for ncu), no checks; DTYPE 0 = bf16, 1 = fp16;\n"
-             "  W = 0 means the dispatch (qmv_streamed_auto)\n");
+             "  W = 0 means the dispatch (qmv_streamed_auto)\n"
+             "       qmv_bench [--out DIR] [--quick] --time DTYPE,BITS,K,N W,R,V,D,M ...\n"
+             "  --time: time the read roofline, stock M=1 and each\n"
+             "  configuration on rotated weights (CSV; no checks)\n");
       return 0;
     }
     if (!strcmp(argv[i], "--quick")) quick = true;
@@ -284,6 +483,9 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
     if (!strcmp(argv[i], "--profile") && i + 1 < argc)
       return profile(argc - i - 1, argv + i + 1);
+    if (!strcmp(argv[i], "--time") && i + 1 < argc)
+      return time_configs(argc - i - 1, argv + i + 1, outdir,
+                          quick ? 10 : 30);
   }
   g_csv = fopen((outdir + "/cuda_qmv_timing.csv").c_str(), "w");
   g_log = fopen((outdir + "/cuda_qmv_log.txt").c_str(), "w");

@@ -316,3 +316,30 @@ def test_matrix_report_gives_each_type_against_stock_m1(tmp_path: Path) -> None:
     table = cuda_qmv_report.matrix_table(tmp_path)
     assert "| M = 1 | M = 16 |" in table
     assert "| bf16 | mxfp4 | 40.0 | 20.0 (0.50x) | 80.0 (2.00x) |" in table
+
+
+def test_roofline_report_puts_the_goal_against_the_read_time(tmp_path: Path) -> None:
+    import cuda_qmv_report
+
+    (tmp_path / "cuda_qmv_time.csv").write_text(
+        "shape,dtype,bits,impl,W,R,V,D,M,us,bytes,GBps\n"
+        "4096x14336,fp16,8,read_roofline,8,256,4,0,1,16.00,64000000,4000\n"
+        "4096x14336,fp16,8,stock_qmv,0,0,0,0,1,27.00,64000000,2370\n"
+        "4096x14336,fp16,8,streamed_auto,0,0,0,0,1,20.00,64000000,3200\n"
+        "4096x14336,fp16,8,streamed_auto,0,0,0,0,4,30.00,64000000,2133\n"
+    )
+    table = cuda_qmv_report.roofline_table(tmp_path)
+    assert "| dispatch M=1 | dispatch M=4 | 1.8x goal us |" in table
+    # 27 / 1.8 = 15 us is faster than the 16 us read: 107% of the roofline.
+    assert ("| 4096x14336 | fp16 | 8 | 64.0 | 16.00 (4000) | 27.00 | 20.00 (1.35x) "
+            "| 30.00 (0.90x) | 15.00 | 107% | 80% |") in table
+
+
+def test_bench_times_a_read_roofline_on_the_same_weight_sets() -> None:
+    src = (ROOT / "cuda" / "qmv_bench.cu").read_text()
+    # --time reads the sets the products read, beside stock and the configurations.
+    assert '"--time"' in src and "time_configs(" in src
+    assert re.search(r"time_read\(c, sets, w_bytes, sb_elems \* 2", src)
+    assert 'row("read_roofline"' in src and 'row("stock_qmv"' in src
+    script = (ROOT / "bench" / "cuda_qmv_roofline_device.sh").read_text()
+    assert "--time" in script and "qmv_bench" in script
