@@ -4,14 +4,14 @@
 // Parity: for every dtype (bfloat16, float16, float32), every affine width
 // (2, 3, 4, 5, 6, 8 bits) at group sizes 32, 64 and 128, and mxfp4, mxfp8 and
 // nvfp4 (with and without a global scale), on aligned and ragged K and ragged
-// N, every row of the streamed dispatch (cu::qmv_streamed as mlx::core::qmv
-// picks it) for M = 1..16 at B = 1, and at B = 3 with weights per batch and
-// broadcast, is compared bitwise with the stock kernel at M = 1, B = 1 on that
-// row's vector alone; outputs are poisoned before each launch. Data are
-// random (weights random bytes, never zeros). Negative control: per
-// configuration, the same products summed in another order
-// (stock_qmv_other_order) must be reported as different, or the comparison
-// could not fail and the configuration fails.
+// N and on the shapes of MLX's own row tests, every row of the streamed
+// dispatch (cu::qmv_streamed as mlx::core::qmv picks it) for M = 1..16 at
+// B = 1, and at B = 3 with weights per batch and broadcast, is compared
+// bitwise with the stock kernel at M = 1, B = 1 on that row's vector alone;
+// outputs are poisoned before each launch. Data are random (weights random
+// bytes, never zeros). Negative control: per configuration, the same products
+// summed in another order (stock_qmv_other_order) must be reported as
+// different, or the comparison could not fail and the configuration fails.
 // Timing (unless --no-time): 4096 x 14336, bfloat16 and float16, each width
 // at group 64 and each fp mode: stock M = 1 and the streamed dispatch at
 // M = 1, 2, 4, 8, 16 (CUDA graphs over weight sets spanning more than L2, as
@@ -335,18 +335,24 @@ int main(int argc, char** argv) {
 
   // {N, K}: K = 4096 whole tiles; 3840 and 3968 ragged (the last tile
   // partial at 512- and 256-element tiles); N = 2000 and 2056 not whole
-  // blocks of rows.
-  const int shapes[][2] = {{2000, 4096}, {2056, 3840}, {2000, 3968}};
+  // blocks of rows. Then the shapes of MLX's own row tests
+  // (test_qmv_rows_match_single_vector, test_fp_qmv_rows_match_single_vector
+  // in python/tests/test_quantized.py): K = 512 and 384 (shorter than one
+  // 4-bit tile), N = 256, 67 and 5 (fewer rows than one block).
+  const int shapes[][2] = {{2000, 4096}, {2056, 3840}, {2000, 3968},
+                           {256, 512},   {67, 512},    {5, 512},
+                           {256, 384},   {67, 384},    {5, 384}};
+  const size_t num_shapes = sizeof(shapes) / sizeof(shapes[0]);
   Tally t;
   for (int dtype = 0; dtype < 3; ++dtype)
     for (const QType& q : types)
       for (const auto& sh : shapes) parity(dtype, q, sh[0], sh[1], t, st);
   logf("MATRIX PARITY %s: %lld streamed launches, %lld rows bitwise equal to "
-       "stock M=1 (dtypes bf16/fp16/fp32 x %zu types x 3 shapes, M = 1..16 at "
+       "stock M=1 (dtypes bf16/fp16/fp32 x %zu types x %zu shapes, M = 1..16 at "
        "B = 1, M in {1,2,3,5,16} at B = 3 per batch and broadcast); %lld "
        "launches not supported (stock runs); negative control detected in "
        "%lld of %lld configurations\n",
-       t.ok ? "OK" : "FAILED", t.launches, t.rows, types.size(),
+       t.ok ? "OK" : "FAILED", t.launches, t.rows, types.size(), num_shapes,
        t.unsupported, t.ok ? t.controls : -1LL, t.controls);
   fclose(g_csv);
 

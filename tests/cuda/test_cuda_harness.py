@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PATCHES = ROOT / "patches"
 QMV = "mlx/backend/cuda/quantized/qmm/qmv.cu"
 QUANTIZED = "mlx/backend/cuda/quantized/quantized.cpp"
+PY_TEST = "python/tests/test_quantized.py"
 
 
 def cuda_patch() -> Path:
@@ -40,7 +41,8 @@ def test_kernel_patch_is_for_upstream_and_the_routing_overlay_only() -> None:
     routing = [n for n in kinds if "keep-CUDA-products-up-to-16" in n]
     assert len(routing) == 1 and kinds[routing[0]] == "overlay"
     text = (PATCHES / routing[0]).read_text()
-    assert re.findall(r"(?m)^diff --git a/(\S+) b/", text) == [QUANTIZED]
+    # The route, and the CUDA row test's vector limit that follows it.
+    assert re.findall(r"(?m)^diff --git a/(\S+) b/", text) == [QUANTIZED, PY_TEST]
 
 
 @pytest.mark.integration
@@ -70,6 +72,43 @@ def test_overlay_routes_every_matrix_kernel_branch_to_qmv_up_to_16_vectors(
     stock = branches((pinned_checkout / QUANTIZED).read_text())
     assert set(stock) == set(patched) and stock["qmm_sm80"] == "can_use_qmv && (M * B < 8)"
     assert "M == 1 && B == 1" in stock["qmm_sm90"], stock
+
+
+def _cuda_row_test(text: str) -> str:
+    body = text[text.index("def test_cuda_qmv_rows_match_single_vector") :]
+    return body[: body.index("\n    def ", 10)]
+
+
+@pytest.mark.integration
+def test_cuda_row_test_runs_up_to_the_vectors_qmv_serves(
+    pinned_checkout: Path, patched_checkout: Path
+) -> None:
+    """MLX's CUDA row test (upstream patch) checks M * B up to the last count
+    qmv serves: 7 under upstream's route (M * B < 8), 16 under the overlay's;
+    and its shapes are among those the matrix harness checks on the H200."""
+    found = [p for p in sorted(PATCHES.glob("*.patch")) if "Test-that-CUDA-qmv-rows" in p.name]
+    assert len(found) == 1
+    kinds = dict(ln.split()[:2] for ln in (PATCHES / "series").read_text().splitlines()
+                 if ln.strip() and not ln.startswith("#"))
+    assert kinds[found[0].name] == "upstream"
+    patch = found[0].read_text()
+    assert re.findall(r"(?m)^diff --git a/(\S+) b/", patch) == [PY_TEST]
+    assert re.search(r"(?m)^\+        max_vectors = 7\b", patch)
+    stock = (pinned_checkout / QUANTIZED).read_text()
+    assert "if (can_use_qmv && (M * B < 8)) {" in stock
+
+    test = _cuda_row_test((patched_checkout / PY_TEST).read_text())
+    limit = int(re.search(r"max_vectors = (\d+)", test).group(1))
+    route = int(re.search(r"constexpr int qmv_max_vecs = (\d+);",
+                          (patched_checkout / QUANTIZED).read_text()).group(1))
+    assert limit == route == 16
+    ks = re.search(r"\[(\d+), (\d+)\],  # K", test).groups()
+    ns = re.search(r"\[(\d+), (\d+), (\d+)\],  # N", test).groups()
+    matrix = (ROOT / "cuda" / "qmv_matrix.cu").read_text()
+    shapes = matrix[matrix.index("const int shapes[][2]") :]
+    shapes = shapes[: shapes.index(";")]
+    pairs = set(re.findall(r"\{(\d+), (\d+)\}", shapes))
+    assert {(n, k) for n in ns for k in ks} <= pairs, pairs
 
 
 def test_patch_touches_the_kernel_only() -> None:
