@@ -199,6 +199,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         incs.append(f"-I{Path(args.fmt).resolve()}")
     incs += [f"-I{headers / 'cccl'}", f"-I{mlx}", "-isystem", str(headers), f"-I{bdir}", f"-I{CUDA_DIR}"]
     base = [nvcc] + NVFLAGS + ARCH + incs + (["-DQMV_LEAN"] if args.lean else [])
+    # --sweep: qmv_matrix also times explicit fp-mode configurations (--sweep).
+    sweep = ["-DQMV_MATRIX_SWEEP"] if args.sweep else []
     jobs = {
         "stock": base
         + ["-Xptxas", "-v", "-Dmlx=mlx_stock", "-DQMV_PREFIX=stock_",
@@ -215,9 +217,9 @@ def cmd_build(args: argparse.Namespace) -> int:
            "-c", str(CUDA_DIR / "qmv_matrix_entry.cu"), "-o", str(bdir / "stock_matrix.o")],
         "patched_matrix": base
         + ["-Xptxas", "-v", "-Dmlx=mlx_patchedm", '-DQMV_KERNELS="patched_kernels.cuh"',
-           "-DQMV_HAVE_STREAMED", "-c", str(CUDA_DIR / "qmv_matrix_entry.cu"),
+           "-DQMV_HAVE_STREAMED", *sweep, "-c", str(CUDA_DIR / "qmv_matrix_entry.cu"),
            "-o", str(bdir / "patched_matrix.o")],
-        "matrix": [nvcc, "-std=c++17", "-O2"] + ARCH
+        "matrix": [nvcc, "-std=c++17", "-O2"] + ARCH + sweep
         + [f"-I{CUDA_DIR}", "-c", str(CUDA_DIR / "qmv_matrix.cu"), "-o", str(bdir / "qmv_matrix.o")],
         "main": [nvcc, "-std=c++17", "-O2"] + ARCH
         + [f"-I{CUDA_DIR}", "-c", str(CUDA_DIR / "qmv_bench.cu"), "-o", str(bdir / "qmv_bench.o")],
@@ -254,9 +256,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     bdir = Path(args.build_dir).resolve()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    if args.matrix:
+    if args.matrix or args.sweep:
         cmd = [str(bdir / "qmv_matrix"), "--out", str(out)]
-        cmd += ["--no-time"] if args.quick else []
+        cmd += ["--sweep"] if args.sweep else ["--no-time"] if args.quick else []
         return subprocess.run(cmd).returncode
     cmd = [str(bdir / "qmv_bench"), "--out", str(out)] + (["--quick"] if args.quick else [])
     cmd += ["--ragged"] if args.ragged else []
@@ -280,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--jobs", type=int, default=3)
     b.add_argument("--lean", action="store_true",
                    help="instantiate only the configurations the dispatch uses (faster build)")
+    b.add_argument("--sweep", action="store_true",
+                   help="build qmv_matrix with the fp-mode configuration sweep (+~5 min)")
     b.set_defaults(func=cmd_build)
     r = sub.add_parser("run", help="run the harness (needs an sm_90 GPU)")
     r.add_argument("--build-dir", default=str(ROOT / "build" / "cuda_qmv"))
@@ -289,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="parity on K that is not a whole number of tiles, short timing")
     r.add_argument("--matrix", action="store_true",
                    help="run qmv_matrix (the whole configuration matrix; --quick: parity only)")
+    r.add_argument("--sweep", action="store_true",
+                   help="run qmv_matrix --sweep (fp-mode configurations; a build with --sweep)")
     r.set_defaults(func=cmd_run)
     args = ap.parse_args(argv)
     try:

@@ -69,3 +69,10 @@ int stock_qmv_other_order(const QmvArgs* a);
 // cu::qmv_streamed of the patched build as mlx::core::qmv picks it (-2 where
 // QmvStreamedTraits::supported refuses it: MLX then runs cu::qmv).
 int patched_qmv_streamed_any(const QmvArgs* a);
+
+// qmv_matrix --sweep only (built with -DQMV_MATRIX_SWEEP): the fp modes'
+// qmv_streamed_kernel at an explicit (W, R, V, D), whole tiles of k, B = 1
+// (-1: not instantiated or affine; -2: not supported; -3: too much shared
+// memory), and the configurations instantiated.
+int patched_qmv_streamed_cfg(const QmvArgs* a, int W, int R, int V, int D);
+int patched_qmv_sweep_configs(int (*wrvd)[4], int max);

@@ -17,7 +17,10 @@
 // M = 1, 2, 4, 8, 16 (CUDA graphs over weight sets spanning more than L2, as
 // qmv_bench).
 //
-// Usage: qmv_matrix [--no-time] [--out DIR]
+// Sweep (--sweep, a build with -DQMV_MATRIX_SWEEP): explicit configurations
+// of the fp modes, checked and timed (sweep() below).
+//
+// Usage: qmv_matrix [--no-time | --sweep] [--out DIR]
 #include "qmv_api.h"
 #include "qmv_harness.cuh"
 
@@ -294,15 +297,109 @@ static double time_launches(const Problem& p, void* out, int m, bool streamed,
   });
 }
 
+#ifdef QMV_MATRIX_SWEEP
+// --sweep: for the fp modes in bfloat16 and float16 on 4096 x 14336 and
+// 14336 x 4096, every instantiated configuration at M = 1, 2, 4, 8 and 16
+// (V <= 2M): every row bitwise against stock M = 1 on weight set 0, then
+// timed as the matrix's timing is, beside stock M = 1 and the dispatch.
+static int sweep(const std::string& outdir, cudaStream_t st) {
+  int cfgs[64][4];
+  int ncfg = patched_qmv_sweep_configs(cfgs, 64);
+  FILE* csv = fopen((outdir + "/cuda_qmv_sweep.csv").c_str(), "w");
+  if (!csv) return 2;
+  fprintf(csv, "shape,dtype,type,impl,W,R,V,D,M,us,stock_m1_us,differ\n");
+  const std::vector<QType> types = {{QMV_MXFP4, 4, 32, false},
+                                    {QMV_MXFP8, 8, 32, false},
+                                    {QMV_NVFP4, 4, 16, false}};
+  const int shapes[][2] = {{14336, 4096}, {4096, 14336}};
+  bool ok = true;
+  for (const auto& sh : shapes)
+    for (int dtype = 0; dtype < 2; ++dtype)
+      for (const QType& q : types) {
+        const int N = sh[0], K = sh[1], reps = 20;
+        size_t set_bytes = size_t(N) * K * q.bits / 8 +
+            size_t(N) * (K / q.group) * q.scale_bytes(dtype);
+        int L = int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
+        Problem p(dtype, q, N, K, L, 777 + q.bits + 10 * q.mode);
+        size_t row_bytes = size_t(N) * p.tsize;
+        uint8_t *ref, *out;
+        CK(cudaMalloc(&ref, 16 * row_bytes));
+        CK(cudaMalloc(&out, 16 * row_bytes));
+        for (int v = 0; v < 16; ++v) {
+          QmvArgs a = p.args(ref + v * row_bytes, 1, 1, true, v, 0, st);
+          if (stock_qmv_any(&a) != 0) return 2;
+        }
+        std::vector<uint8_t> h_ref(16 * row_bytes), h_out(16 * row_bytes);
+        CK(cudaMemcpy(h_ref.data(), ref, 16 * row_bytes, cudaMemcpyDeviceToHost));
+        char shape[32];
+        snprintf(shape, sizeof(shape), "%dx%d", K, N);
+        double s1 = time_launches(p, out, 1, false, st, reps);
+        for (int m : {1, 2, 4, 8, 16}) {
+          double auto_us = time_launches(p, out, m, true, st, reps);
+          fprintf(csv, "%s,%s,%s,streamed_auto,0,0,0,0,%d,%.2f,%.2f,0\n", shape,
+                  kDtypeNames[dtype], q.name().c_str(), m, auto_us, s1);
+          double best = 1e30;
+          int bi = -1;
+          for (int c = 0; c < ncfg; ++c) {
+            int W = cfgs[c][0], R = cfgs[c][1], V = cfgs[c][2], D = cfgs[c][3];
+            if (V >= 2 * m) continue;
+            CK(cudaMemsetAsync(out, 0xFF, 16 * row_bytes, st));
+            QmvArgs a = p.args(out, m, 1, true, 0, 0, st);
+            int rc = patched_qmv_streamed_cfg(&a, W, R, V, D);
+            if (rc != 0) continue;
+            CK(cudaMemcpyAsync(h_out.data(), out, m * row_bytes,
+                               cudaMemcpyDeviceToHost, st));
+            CK(cudaStreamSynchronize(st));
+            size_t bad = count_diff(h_ref, h_out, m * row_bytes, p.tsize);
+            if (bad) {
+              ok = false;
+              logf("SWEEP MISMATCH %s %s %s (%d,%d,%d,%d) M=%d: %zu differ\n",
+                   shape, kDtypeNames[dtype], q.name().c_str(), W, R, V, D, m,
+                   bad);
+            }
+            double us = median_graph_us(st, p.L, reps, [&](cudaStream_t s) {
+              int r = 0;
+              for (int set = 0; set < p.L; ++set) {
+                QmvArgs b = p.args(out, m, 1, true, 0, set, s);
+                r |= patched_qmv_streamed_cfg(&b, W, R, V, D);
+              }
+              return r;
+            });
+            fprintf(csv, "%s,%s,%s,streamed,%d,%d,%d,%d,%d,%.2f,%.2f,%zu\n",
+                    shape, kDtypeNames[dtype], q.name().c_str(), W, R, V, D, m,
+                    us, s1, bad);
+            if (us > 0 && us < best) {
+              best = us;
+              bi = c;
+            }
+          }
+          if (bi >= 0)
+            logf("%s %s %-6s M=%2d stock M=1 %6.2f dispatch %6.2f best %6.2f "
+                 "(%d,%d,%d,%d)\n",
+                 shape, kDtypeNames[dtype], q.name().c_str(), m, s1, auto_us,
+                 best, cfgs[bi][0], cfgs[bi][1], cfgs[bi][2], cfgs[bi][3]);
+        }
+        fflush(csv);
+        cudaFree(ref);
+        cudaFree(out);
+      }
+  fclose(csv);
+  logf("SWEEP PARITY %s\n", ok ? "OK" : "FAILED");
+  return ok ? 0 : 1;
+}
+#endif
+
 int main(int argc, char** argv) {
-  bool timing = true;
+  bool timing = true, do_sweep = false;
   std::string outdir = ".";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--help")) {
-      printf("usage: qmv_matrix [--no-time] [--out DIR]\n");
+      printf("usage: qmv_matrix [--no-time | --sweep] [--out DIR]\n");
       return 0;
     } else if (!strcmp(argv[i], "--no-time")) {
       timing = false;
+    } else if (!strcmp(argv[i], "--sweep")) {
+      do_sweep = true;
     } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
       outdir = argv[++i];
     } else {
@@ -324,6 +421,14 @@ int main(int argc, char** argv) {
        prop.major, prop.minor);
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
+  if (do_sweep) {
+#ifdef QMV_MATRIX_SWEEP
+    return sweep(outdir, st);
+#else
+    fprintf(stderr, "qmv_matrix: --sweep needs a build with -DQMV_MATRIX_SWEEP\n");
+    return 2;
+#endif
+  }
 
   std::vector<QType> types;
   for (int bits : {2, 3, 4, 5, 6, 8})

@@ -217,4 +217,70 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
   });
 }
 
+#ifdef QMV_MATRIX_SWEEP
+// The (W, R, V, D) an fp sweep can time (qmv_matrix --sweep): W warps per
+// block, R rows per warp, V vectors per block, D stages; whole tiles of k
+// only. Not in the default build (one instantiation per fp type each).
+#define QMV_SWEEP_CONFIGS(X)                                              \
+  X(8, 4, 1, 4) X(16, 2, 1, 4) X(4, 4, 1, 8) X(8, 2, 1, 8) X(4, 2, 1, 8)  \
+  X(16, 1, 1, 4) X(2, 4, 1, 8) X(8, 4, 2, 3) X(4, 4, 2, 4) X(8, 2, 2, 4)  \
+  X(2, 4, 2, 8) X(8, 4, 4, 3) X(4, 4, 4, 4) X(8, 2, 4, 4) X(2, 4, 4, 6)   \
+  X(4, 2, 8, 3) X(8, 2, 8, 3)
+
+int patched_qmv_streamed_cfg(const QmvArgs* a, int W, int R, int V, int D) {
+  if (a->mode == QMV_AFFINE) {
+    return -1;
+  }
+  return dispatch_any(*a, [&]<typename T, typename Q, typename S, int G>() {
+    auto [x, w, s, b, gs, out] = args_of<T, Q, S>(*a);
+    using Traits = cu::QmvStreamedTraits<T, Q, S>;
+    if (!Traits::template supported<G>(x, w, s, b, a->k) ||
+        a->k % (WARP_SIZE * Traits::elems_per_thread) != 0 || a->l != 1) {
+      return -2;
+    }
+    int rc = -1;
+    auto launch = [&]<int w_, int r_, int v_, int d_>() {
+      using L = typename Traits::template Layout<w_, r_, v_, d_, G>;
+      if constexpr (L::bytes <= 48 * 1024 && w_ >= L::chunks) {
+        auto* kernel = &cu::qmv_streamed_kernel<
+            w_, r_, v_, d_, Traits::elems_per_thread, G, false, false, T, Q,
+            S>;
+        int m = a->m, n = a->n, k = a->k;
+        bool bw = true;
+        void* args[] = {&x, &w, &s, &b, &gs, &out, &m, &n, &k, &bw};
+        dim3 grid((n + w_ * r_ - 1) / (w_ * r_), (m + v_ - 1) / v_, 1);
+        QmvLauncher{a->stream}(
+            reinterpret_cast<void*>(kernel), grid, dim3(WARP_SIZE, w_), args,
+            L::bytes);
+        rc = int(cudaGetLastError());
+      } else {
+        rc = -3;
+      }
+    };
+#define QMV_SWEEP_CASE(w_, r_, v_, d_)                  \
+  if (W == w_ && R == r_ && V == v_ && D == d_) {       \
+    launch.template operator()<w_, r_, v_, d_>();       \
+  }
+    QMV_SWEEP_CONFIGS(QMV_SWEEP_CASE)
+#undef QMV_SWEEP_CASE
+    return rc;
+  });
+}
+
+int patched_qmv_sweep_configs(int (*wrvd)[4], int max) {
+  int count = 0;
+#define QMV_SWEEP_LIST(w_, r_, v_, d_) \
+  if (count < max) {                   \
+    wrvd[count][0] = w_;               \
+    wrvd[count][1] = r_;               \
+    wrvd[count][2] = v_;               \
+    wrvd[count][3] = d_;               \
+  }                                    \
+  count++;
+  QMV_SWEEP_CONFIGS(QMV_SWEEP_LIST)
+#undef QMV_SWEEP_LIST
+  return count;
+}
+#endif
+
 #endif

@@ -382,3 +382,22 @@ def test_bench_times_a_read_roofline_on_the_same_weight_sets() -> None:
     assert 'row("read_roofline"' in src and 'row("stock_qmv"' in src
     script = (ROOT / "bench" / "cuda_qmv_roofline_device.sh").read_text()
     assert "--time" in script and "qmv_bench" in script
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", [[], ["-DQMV_MATRIX_SWEEP"]], ids=["default", "sweep"])
+def test_matrix_program_compiles_with_and_without_the_sweep(defines: list[str], tmp_path: Path) -> None:
+    """qmv_matrix.cu's host side (the fp-mode sweep is compiled only with
+    -DQMV_MATRIX_SWEEP, which the full build's --sweep passes)."""
+    nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+    if not nvcc:
+        _missing("nvcc not found: the CUDA harness is compiled only where nvcc exists")
+    src = ROOT / "cuda" / "qmv_matrix.cu"
+    subprocess.run([nvcc, "-std=c++17", "-O0", *cuda_qmv.ARCH, f"-I{ROOT / 'cuda'}", *defines,
+                    "-c", str(src), "-o", str(tmp_path / "m.o")], check=True)
+    nm = shutil.which("nm")
+    if nm:
+        syms = subprocess.run([nm, "-u", str(tmp_path / "m.o")], capture_output=True,
+                              text=True, check=True).stdout
+        assert ("patched_qmv_streamed_cfg" in syms) == bool(defines)
