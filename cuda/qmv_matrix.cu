@@ -311,9 +311,9 @@ static int sweep(const std::string& outdir, cudaStream_t st) {
   const std::vector<QType> types = {{QMV_MXFP4, 4, 32, false},
                                     {QMV_MXFP8, 8, 32, false},
                                     {QMV_NVFP4, 4, 16, false}};
-  const int shapes[][2] = {{14336, 4096}, {4096, 14336}};
+  const int sweep_shapes[][2] = {{14336, 4096}, {4096, 14336}};
   bool ok = true;
-  for (const auto& sh : shapes)
+  for (const auto& sh : sweep_shapes)
     for (int dtype = 0; dtype < 2; ++dtype)
       for (const QType& q : types) {
         const int N = sh[0], K = sh[1], reps = 20;
