@@ -65,6 +65,14 @@ struct Sets {
   // R weight sets (w, scales, biases) and the x / out buffers.
   int R;
   std::vector<void*> w, s, b;
+
+  void release() {
+    for (int r = 0; r < R; ++r) {
+      cudaFree(w[r]);
+      cudaFree(s[r]);
+      cudaFree(b[r]);
+    }
+  }
 };
 
 static const int kGroup = 64;
@@ -142,6 +150,44 @@ static double time_impl(Impl impl, int dtype, int bits, const Shape& sh,
 static void quant_scale(int bits, float& s0, float& hr) {
   s0 = bits == 2 ? 0.01f : bits == 4 ? 0.004f : 0.00025f;
   hr = ((1 << bits) - 1) / 2.0f;
+}
+
+// How many weight sets of set_bytes span more than 256 MB (beyond the L2),
+// at least 4: timing rotates over them.
+static int sets_beyond_l2(size_t set_bytes) {
+  return int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
+}
+
+// R weight sets of random packed weights and random scales and biases.
+static Sets make_sets(int dtype, int bits, size_t w_bytes, size_t sb_elems,
+                      int R, uint32_t seed, cudaStream_t st) {
+  Sets sets;
+  sets.R = R;
+  float s0, hr;
+  quant_scale(bits, s0, hr);
+  for (int r = 0; r < R; ++r) {
+    void *w, *s, *b;
+    CK(cudaMalloc(&w, w_bytes));
+    CK(cudaMalloc(&s, sb_elems * 2));
+    CK(cudaMalloc(&b, sb_elems * 2));
+    fill_u32<<<1024, 256, 0, st>>>((uint32_t*)w, w_bytes / 4, seed * 31 + r);
+    if (dtype == 0) {
+      fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)s, sb_elems,
+                                     seed * 37 + r, 1, s0, hr);
+      fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)b, sb_elems,
+                                     seed * 37 + r, 2, s0, hr);
+    } else {
+      fill_vals<<<256, 256, 0, st>>>((__half*)s, sb_elems, seed * 37 + r, 1,
+                                     s0, hr);
+      fill_vals<<<256, 256, 0, st>>>((__half*)b, sb_elems, seed * 37 + r, 2,
+                                     s0, hr);
+    }
+    CK(cudaGetLastError());
+    sets.w.push_back(w);
+    sets.s.push_back(s);
+    sets.b.push_back(b);
+  }
+  return sets;
 }
 
 // Batched products (B > 1), weights per batch or broadcast: every row of the
@@ -351,27 +397,8 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
   size_t w_bytes = size_t(n) * k * bits / 8;
   size_t sb_elems = size_t(n) * (k / kGroup);
   size_t set_bytes = w_bytes + 2 * sb_elems * 2;
-  Sets sets;
-  sets.R = int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
-  float s0, hr;
-  quant_scale(bits, s0, hr);
-  for (int r = 0; r < sets.R; ++r) {
-    void *w, *s, *b;
-    CK(cudaMalloc(&w, w_bytes));
-    CK(cudaMalloc(&s, sb_elems * 2));
-    CK(cudaMalloc(&b, sb_elems * 2));
-    fill_u32<<<1024, 256, 0, st>>>((uint32_t*)w, w_bytes / 4, 11 + r);
-    if (dtype == 0) {
-      fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)s, sb_elems, 13 + r, 1, s0, hr);
-      fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)b, sb_elems, 13 + r, 2, s0, hr);
-    } else {
-      fill_vals<<<256, 256, 0, st>>>((__half*)s, sb_elems, 13 + r, 1, s0, hr);
-      fill_vals<<<256, 256, 0, st>>>((__half*)b, sb_elems, 13 + r, 2, s0, hr);
-    }
-    sets.w.push_back(w);
-    sets.s.push_back(s);
-    sets.b.push_back(b);
-  }
+  Sets sets = make_sets(dtype, bits, w_bytes, sb_elems,
+                        sets_beyond_l2(set_bytes), 11, st);
   void *x, *out;
   uint32_t* sink;
   CK(cudaMalloc(&x, size_t(16) * k * 2));
@@ -441,11 +468,7 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
     row(W == 0 ? "streamed_auto" : "streamed", W, R, V, D, M, us);
   }
   fclose(csv);
-  for (int r = 0; r < sets.R; ++r) {
-    cudaFree(sets.w[r]);
-    cudaFree(sets.s[r]);
-    cudaFree(sets.b[r]);
-  }
+  sets.release();
   cudaFree(x);
   cudaFree(out);
   cudaFree(sink);
@@ -570,35 +593,11 @@ int main(int argc, char** argv) {
         size_t w_bytes = size_t(sh.n) * sh.k * bits / 8;
         size_t sb_elems = size_t(sh.n) * (sh.k / kGroup);
         size_t set_bytes = w_bytes + 2 * sb_elems * 2;
-        Sets sets;
-        sets.R = int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
-        if (!sh.timed) sets.R = 1;  // parity only: weight set 0
         uint32_t seed = 1000 * sh.n + sh.k + 7 * dtype + bits;
-        for (int r = 0; r < sets.R; ++r) {
-          void *w, *s, *b;
-          CK(cudaMalloc(&w, w_bytes));
-          CK(cudaMalloc(&s, sb_elems * 2));
-          CK(cudaMalloc(&b, sb_elems * 2));
-          fill_u32<<<1024, 256, 0, st>>>((uint32_t*)w, w_bytes / 4,
-                                         seed * 31 + r);
-          float s0, hr;
-          quant_scale(bits, s0, hr);
-          if (dtype == 0) {
-            fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)s, sb_elems,
-                                           seed * 37 + r, 1, s0, hr);
-            fill_vals<<<256, 256, 0, st>>>((__nv_bfloat16*)b, sb_elems,
-                                           seed * 37 + r, 2, s0, hr);
-          } else {
-            fill_vals<<<256, 256, 0, st>>>((__half*)s, sb_elems,
-                                           seed * 37 + r, 1, s0, hr);
-            fill_vals<<<256, 256, 0, st>>>((__half*)b, sb_elems,
-                                           seed * 37 + r, 2, s0, hr);
-          }
-          CK(cudaGetLastError());
-          sets.w.push_back(w);
-          sets.s.push_back(s);
-          sets.b.push_back(b);
-        }
+        // (parity-only shapes: weight set 0 alone)
+        Sets sets = make_sets(dtype, bits, w_bytes, sb_elems,
+                              sh.timed ? sets_beyond_l2(set_bytes) : 1, seed,
+                              st);
         size_t x_elems = size_t(kMaxM) * sh.k;
         void* x;
         CK(cudaMalloc(&x, x_elems * 2));
@@ -724,11 +723,7 @@ int main(int argc, char** argv) {
              variants.size(), unsupported_launches);
 
         auto free_all = [&]() {
-          for (int r = 0; r < sets.R; ++r) {
-            cudaFree(sets.w[r]);
-            cudaFree(sets.s[r]);
-            cudaFree(sets.b[r]);
-          }
+          sets.release();
           cudaFree(x);
           cudaFree(ref);
           cudaFree(out);
