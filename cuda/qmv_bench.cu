@@ -152,12 +152,6 @@ static void quant_scale(int bits, float& s0, float& hr) {
   hr = ((1 << bits) - 1) / 2.0f;
 }
 
-// How many weight sets of set_bytes span more than 256 MB (beyond the L2),
-// at least 4: timing rotates over them.
-static int sets_beyond_l2(size_t set_bytes) {
-  return int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
-}
-
 // R weight sets of random packed weights and random scales and biases.
 static Sets make_sets(int dtype, int bits, size_t w_bytes, size_t sb_elems,
                       int R, uint32_t seed, cudaStream_t st) {

@@ -64,6 +64,12 @@ __global__ void fill_vals(T* p, size_t n, uint32_t seed, int kind, float s0,
   }
 }
 
+// How many weight sets of set_bytes span more than 256 MB (beyond the L2),
+// at least 4: timing rotates over them.
+static int sets_beyond_l2(size_t set_bytes) {
+  return int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
+}
+
 // Median microseconds per launch over `reps` replays of a CUDA graph holding
 // `launches` launches (each on its own weight set, beyond the L2), recorded
 // by capture(stream), which returns non-zero where a launch was refused

@@ -300,8 +300,9 @@ static double time_launches(const Problem& p, void* out, int m, bool streamed,
 #ifdef QMV_MATRIX_SWEEP
 // --sweep: for the fp modes in bfloat16 and float16 on 4096 x 14336 and
 // 14336 x 4096, every instantiated configuration at M = 1, 2, 4, 8 and 16
-// (V <= 2M): every row bitwise against stock M = 1 on weight set 0, then
+// (V < 2M): every row bitwise against stock M = 1 on weight set 0, then
 // timed as the matrix's timing is, beside stock M = 1 and the dispatch.
+// Negative control per type and shape: stock_qmv_other_order must differ.
 static int sweep(const std::string& outdir, cudaStream_t st) {
   int cfgs[64][4];
   int ncfg = patched_qmv_sweep_configs(cfgs, 64);
@@ -319,7 +320,7 @@ static int sweep(const std::string& outdir, cudaStream_t st) {
         const int N = sh[0], K = sh[1], reps = 20;
         size_t set_bytes = size_t(N) * K * q.bits / 8 +
             size_t(N) * (K / q.group) * q.scale_bytes(dtype);
-        int L = int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
+        int L = sets_beyond_l2(set_bytes);
         Problem p(dtype, q, N, K, L, 777 + q.bits + 10 * q.mode);
         size_t row_bytes = size_t(N) * p.tsize;
         uint8_t *ref, *out;
@@ -331,6 +332,17 @@ static int sweep(const std::string& outdir, cudaStream_t st) {
         }
         std::vector<uint8_t> h_ref(16 * row_bytes), h_out(16 * row_bytes);
         CK(cudaMemcpy(h_ref.data(), ref, 16 * row_bytes, cudaMemcpyDeviceToHost));
+        {
+          QmvArgs a = p.args(out, 16, 1, true, 0, 0, st);
+          if (stock_qmv_other_order(&a) != 0) return 2;
+          CK(cudaMemcpy(h_out.data(), out, 16 * row_bytes,
+                        cudaMemcpyDeviceToHost));
+          if (count_diff(h_ref, h_out, 16 * row_bytes, p.tsize) == 0) {
+            ok = false;
+            logf("SWEEP CONTROL NOT DETECTED %s %s\n", kDtypeNames[dtype],
+                 q.name().c_str());
+          }
+        }
         char shape[32];
         snprintf(shape, sizeof(shape), "%dx%d", K, N);
         double s1 = time_launches(p, out, 1, false, st, reps);
@@ -472,7 +484,7 @@ int main(int argc, char** argv) {
         size_t set_bytes = size_t(N) * K * q.bits / 8 +
             size_t(N) * (K / q.group) * q.scale_bytes(dtype) *
                 (q.mode == QMV_AFFINE ? 2 : 1);
-        int L = int(std::max<size_t>(4, (size_t(256) << 20) / set_bytes + 1));
+        int L = sets_beyond_l2(set_bytes);
         Problem p(dtype, q, N, K, L, 4242 + q.bits + 10 * q.mode);
         void* out;
         CK(cudaMalloc(&out, size_t(16) * N * p.tsize));
