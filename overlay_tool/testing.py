@@ -292,6 +292,26 @@ def probe_backend(py: Path) -> dict[str, str]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+
+#: The overlay's route switches (MLX_QMV_WIDE trades exactness for speed,
+#: MLX_QMV_ROUTE forces a kernel): the suites test the default route, and the
+#: route tests set them per call themselves.
+ROUTE_SWITCHES = ("MLX_QMV_ROUTE", "MLX_QMV_WIDE")
+
+
+def suite_env(environ: Mapping[str, str], py: Path) -> tuple[dict[str, str], list[str]]:
+    """The suites' environment, and the route switches left out of it.
+
+    CI is dropped too: MLX's test_quantized.py skips a test "too slow in CI"
+    when it is set, and the suites should count the same in CI as by hand.
+    """
+    dropped = [k for k in ROUTE_SWITCHES if environ.get(k)]
+    env = {k: v for k, v in environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "CI", *ROUTE_SWITCHES)}
+    env["PATH"] = str(py.parent) + os.pathsep + env.get("PATH", "")
+    return env, dropped
+
+
 def run_tests(req: TestRequest, *, echo: Echo = _echo) -> dict:
     """Run both suites; write and return the JSON summary (never raises on test failures)."""
     workdir = req.state / "test"
@@ -305,10 +325,9 @@ def run_tests(req: TestRequest, *, echo: Echo = _echo) -> dict:
     echo(f"[test] mlx {info['mlx']} runs on: {backend.upper()} ({info['device']}; default device {info['default_device']})")
     if backend == "cpu":
         echo("[test] note: no GPU backend here, so these suites test the CPU kernels only; the Metal kernel is NOT exercised")
-    # CI is dropped: MLX's test_quantized.py skips a test "too slow in CI"
-    # when it is set, and the suites should count the same in CI as by hand.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "CI")}
-    env["PATH"] = str(py.parent) + os.pathsep + env.get("PATH", "")
+    env, dropped = suite_env(os.environ, py)
+    for var in dropped:
+        echo(f"[test] note: {var}={os.environ[var]} is not passed to the suites: they test the queue's default route")
     env.update(req.extra_env)
     if req.expected_backend:
         env["MLX_OVERLAY_PARITY_EXPECT"] = req.expected_backend

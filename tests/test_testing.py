@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -154,3 +155,14 @@ def test_parity_files_ship_with_the_package() -> None:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["overlay_tool"]
     assert "parity/*.py" in data and "parity/pytest.ini" in data
     assert {p.name for p in PARITY.iterdir()} >= {"conftest.py", "parity_lib.py", "pytest.ini", "test_row_parity.py", "test_fp_row_parity.py", "test_metal_route.py"}
+
+
+def test_suites_run_without_the_route_switches_or_ci(tmp_path: Path) -> None:
+    py = tmp_path / "venv" / "bin" / "python"
+    env, dropped = T.suite_env(
+        {"MLX_QMV_WIDE": "1", "MLX_QMV_ROUTE": "wide", "CI": "true", "PYTHONPATH": "x",
+         "HOME": "/h", "PATH": "/usr/bin"}, py)
+    assert dropped == ["MLX_QMV_ROUTE", "MLX_QMV_WIDE"]
+    assert env == {"HOME": "/h", "PATH": f"{py.parent}{os.pathsep}/usr/bin"}
+    # Unset or empty switches are not reported.
+    assert T.suite_env({"MLX_QMV_WIDE": "", "PATH": "/b"}, py)[1] == []

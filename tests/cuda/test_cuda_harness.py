@@ -68,7 +68,10 @@ def test_overlay_routes_every_matrix_kernel_branch_to_qmv_up_to_16_vectors(
     patched = branches((patched_checkout / QUANTIZED).read_text())
     assert set(patched) == {"qmm_sm90", "qmm_sm80", "qmm_naive"}, patched
     assert all(c == "can_use_qmv && (M * B <= qmv_max_vecs)" for c in patched.values()), patched
-    assert "constexpr int qmv_max_vecs = 16;" in (patched_checkout / QUANTIZED).read_text()
+    # 16 vectors, or upstream's 7 with MLX_QMV_WIDE=1 (Metal's speed switch).
+    assert 'const int qmv_max_vecs = env::get_var("MLX_QMV_WIDE", 0) ? 7 : 16;' in (
+        patched_checkout / QUANTIZED
+    ).read_text()
     stock = branches((pinned_checkout / QUANTIZED).read_text())
     assert set(stock) == set(patched) and stock["qmm_sm80"] == "can_use_qmv && (M * B < 8)"
     assert "M == 1 && B == 1" in stock["qmm_sm90"], stock
@@ -84,8 +87,9 @@ def test_cuda_row_test_runs_up_to_the_vectors_qmv_serves(
     pinned_checkout: Path, patched_checkout: Path
 ) -> None:
     """MLX's CUDA row test (upstream patch) checks M * B up to the last count
-    qmv serves: 7 under upstream's route (M * B < 8), 16 under the overlay's;
-    and its shapes are among those the matrix harness checks on the H200."""
+    qmv serves: 7 under upstream's route (M * B < 8), 16 under the overlay's
+    (7 again with MLX_QMV_WIDE=1); and its shapes are among those the matrix
+    harness checks on the H200."""
     found = [p for p in sorted(PATCHES.glob("*.patch")) if "Test-that-CUDA-qmv-rows" in p.name]
     assert len(found) == 1
     kinds = dict(ln.split()[:2] for ln in (PATCHES / "series").read_text().splitlines()
@@ -98,10 +102,11 @@ def test_cuda_row_test_runs_up_to_the_vectors_qmv_serves(
     assert "if (can_use_qmv && (M * B < 8)) {" in stock
 
     test = _cuda_row_test((patched_checkout / PY_TEST).read_text())
-    limit = int(re.search(r"max_vectors = (\d+)", test).group(1))
-    route = int(re.search(r"constexpr int qmv_max_vecs = (\d+);",
-                          (patched_checkout / QUANTIZED).read_text()).group(1))
-    assert limit == route == 16
+    limits = re.search(r"max_vectors = (\d+) if wide else (\d+)", test).groups()
+    route = re.search(r'qmv_max_vecs = env::get_var\("MLX_QMV_WIDE", 0\) \? (\d+) : (\d+);',
+                      (patched_checkout / QUANTIZED).read_text()).groups()
+    assert limits == route == ("7", "16")
+    assert 'os.environ.get("MLX_QMV_WIDE", "0") not in ("", "0")' in test
     ks = re.search(r"\[(\d+), (\d+)\],  # K", test).groups()
     ns = re.search(r"\[(\d+), (\d+), (\d+)\],  # N", test).groups()
     matrix = (ROOT / "cuda" / "qmv_matrix.cu").read_text()
@@ -401,3 +406,34 @@ def test_matrix_program_compiles_with_and_without_the_sweep(defines: list[str], 
         syms = subprocess.run([nm, "-u", str(tmp_path / "m.o")], capture_output=True,
                               text=True, check=True).stdout
         assert ("patched_qmv_streamed_cfg" in syms) == bool(defines)
+
+
+@pytest.mark.integration
+def test_patched_quantized_cpp_compiles(patched_checkout: Path, tmp_path: Path) -> None:
+    """No build here compiles MLX's CUDA host code, which the overlay edits
+    (the route in quantized.cpp): a syntax check with the CUDA toolkit's
+    headers, which fails on a broken copy (so it can fail)."""
+    nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+    gxx = shutil.which("g++")
+    fmt = os.environ.get("MLX_OVERLAY_FMT_INCLUDE")
+    if not (nvcc and gxx and fmt and (Path(fmt) / "fmt" / "base.h").is_file()):
+        _missing("nvcc, g++ and fmt (MLX_OVERLAY_FMT_INCLUDE) are needed to check quantized.cpp")
+    # The toolkit's include folder as nvcc passes it (nvcc may be a wrapper script).
+    (tmp_path / "e.cu").write_text("")
+    dry = subprocess.run([nvcc, "--dryrun", "-c", str(tmp_path / "e.cu"), "-o", str(tmp_path / "e.o")],
+                         capture_output=True, text=True).stderr
+    cuda_include = Path(re.search(r'INCLUDES="-I([^"\s]+)', dry).group(1))
+    assert (cuda_include / "cuda.h").is_file(), cuda_include
+
+    def check(src: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [gxx, "-std=c++20", "-fsyntax-only", f"-I{patched_checkout}", f"-I{cuda_include}",
+             f"-I{fmt}", "-DFMT_HEADER_ONLY=1", "-iquote", str(patched_checkout / Path(QUANTIZED).parent),
+             str(src)], capture_output=True, text=True)
+
+    good = check(patched_checkout / QUANTIZED)
+    assert good.returncode == 0, good.stderr[-2000:]
+    broken = tmp_path / "quantized.cpp"
+    broken.write_text((patched_checkout / QUANTIZED).read_text().replace("qmv_max_vecs =", "qmv_max_vecs ="
+                                                                         " undeclared_name +", 1))
+    assert check(broken).returncode != 0
