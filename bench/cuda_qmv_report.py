@@ -12,10 +12,13 @@ Shapes are those of the CSV, in its order.
 Usage: python3 bench/cuda_qmv_report.py RESULTS_DIR
        python3 bench/cuda_qmv_report.py --matrix RESULTS_DIR
        python3 bench/cuda_qmv_report.py --roofline RESULTS_DIR
+       python3 bench/cuda_qmv_report.py --mlx RESULTS_DIR
 (--matrix: the timing table of a qmv_matrix run, cuda_qmv_matrix_timing.csv,
 as written by cuda_qmv_matrix_device.sh. --roofline: the read roofline
 against stock and the dispatch, cuda_qmv_time.csv as written by
-cuda_qmv_roofline_device.sh.)
+cuda_qmv_roofline_device.sh. --mlx: mx.quantized_matmul on the patched
+MLX build against the stock wheels, mlx_patched.csv, mlx_patched_wide.csv and
+mlx_wheel.csv as written by cuda_mlx_run_device.sh.)
 """
 from __future__ import annotations
 
@@ -100,7 +103,43 @@ def roofline_table(d: Path, goal: float = 1.8) -> str:
     return "\n".join(out) + "\n"
 
 
+def mlx_table(d: Path) -> str:
+    """mx.quantized_matmul per shape, dtype and width: the stock wheels, the
+    patched build and the patched build with MLX_QMV_WIDE=1 (us per product,
+    rows identical to M = 1 over M in brackets where not all are), with the
+    patched build's speed-up over the wheel at the same M. The last column is
+    the spread of patched over MLX_QMV_WIDE=1 at M <= 7, where both run the
+    same kernels: the run's own noise."""
+    def load(name: str) -> dict[tuple[str, str, str, int], tuple[float, int]]:
+        return {
+            (r["shape"], r["dtype"], r["bits"], int(r["M"])): (float(r["us"]), int(r["rows_identical_to_M1"]))
+            for r in csv.DictReader(open(d / name))
+        }
+
+    stock, patched, wide = load("mlx_wheel.csv"), load("mlx_patched.csv"), load("mlx_patched_wide.csv")
+    ms = sorted({k[3] for k in patched})
+
+    def cell(t: tuple[float, int], m: int) -> str:
+        return f"{t[0]:.1f}" + ("" if t[1] == m else f" ({t[1]}/{m})")
+
+    head = "| K x N | dtype | bits | " + " | ".join(
+        f"M={m} stock / patched / wide (x)" for m in ms
+    ) + " | patched / wide, M <= 7 |"
+    out = [head, "|---" * (4 + len(ms)) + "|"]
+    for key in dict.fromkeys(k[:3] for k in patched):
+        cells = []
+        for m in ms:
+            s_, p_, w_ = stock[(*key, m)], patched[(*key, m)], wide[(*key, m)]
+            cells.append(f"{cell(s_, m)} / {cell(p_, m)} / {cell(w_, m)} ({s_[0] / p_[0]:.2f}x)")
+        spread = [patched[(*key, m)][0] / wide[(*key, m)][0] for m in ms if m <= 7]
+        out.append(f"| {' | '.join(key)} | " + " | ".join(cells) + f" | {min(spread):.2f}-{max(spread):.2f} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[1] == "--mlx":
+        print(mlx_table(Path(argv[2])), end="")
+        return 0
     if len(argv) == 3 and argv[1] == "--matrix":
         print(matrix_table(Path(argv[2])), end="")
         return 0

@@ -455,10 +455,15 @@ int main(int argc, char** argv) {
   // blocks of rows. Then the shapes of MLX's own row tests
   // (test_qmv_rows_match_single_vector, test_fp_qmv_rows_match_single_vector
   // in python/tests/test_quantized.py): K = 512 and 384 (shorter than one
-  // 4-bit tile), N = 256, 67 and 5 (fewer rows than one block).
+  // 4-bit tile), N = 256, 67 and 5 (fewer rows than one block); and of
+  // test_qmm and test_qmv_wide, which the overlay's route sends to the
+  // streamed kernel at M * B in [8, 16]: K = 128 and 256 (a fraction of a
+  // tile), N = 128.
   const int shapes[][2] = {{2000, 4096}, {2056, 3840}, {2000, 3968},
                            {256, 512},   {67, 512},    {5, 512},
-                           {256, 384},   {67, 384},    {5, 384}};
+                           {256, 384},   {67, 384},    {5, 384},
+                           {256, 128},   {128, 128},   {67, 128},
+                           {256, 256},   {128, 256}};
   const size_t num_shapes = sizeof(shapes) / sizeof(shapes[0]);
   Tally t;
   for (int dtype = 0; dtype < 3; ++dtype)

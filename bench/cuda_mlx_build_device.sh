@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Build the patched MLX (CUDA backend and Python bindings, sm_90a only) from
+# the kit of bench/cuda_mlx_kit.sh on a machine that reaches nothing (the
+# H200), with that machine's CUDA toolkit, cuDNN (its pip package) and Python,
+# then run there (bench/cuda_mlx_run_device.sh does the runs):
+#   WORK/kit/mlx/python holds the importable package afterwards
+#   (PYTHONPATH=WORK/kit/mlx/python; LD_LIBRARY_PATH as printed).
+# The build directory is WORK/build: a second call on the same (warm)
+# machine carries on where the first stopped.
+# Usage: bench/cuda_mlx_build_device.sh KIT_TAR WORK OUT [--configure-only]
+#   [--jobs N] [--limit SECONDS]
+# The compilers are CMake's defaults; CC/CXX (and CUDAHOSTCXX) in the
+# environment choose others, as for any CMake build.
+set -uo pipefail
+KIT_TAR=$1
+WORK=$2
+OUT=$3
+shift 3
+CONFIGURE_ONLY=0
+JOBS=$(nproc)
+LIMIT=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --configure-only) CONFIGURE_ONLY=1 ;;
+    --jobs) JOBS=$2; shift ;;
+    --limit) LIMIT=$2; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$WORK" "$OUT"
+K=$WORK/kit
+[ -d "$K" ] || tar -xJf "$KIT_TAR" -C "$WORK" || exit 1
+cat "$K/MANIFEST"
+
+PY=$(command -v python3)
+NV=${NVIDIA_SITE:-$("$PY" -c 'import nvidia; print(list(nvidia.__path__)[0])')}
+CUDNN=${CUDNN_ROOT:-$NV/cudnn}
+echo "python $("$PY" --version) ($PY), nvcc $(nvcc --version | tail -1), cudnn $CUDNN"
+echo "c++: $(command -v c++ g++ | tr '\n' ' ')${CXX:+(CXX=$CXX)}"
+echo "Python.h: $("$PY" -c 'import sysconfig, os; p = sysconfig.get_paths()["include"]; print(p, os.path.exists(p + "/Python.h"))')"
+
+D=$K/deps
+if [ ! -f "$WORK/build/build.ninja" ]; then
+  cmake -S "$K/mlx" -B "$WORK/build" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DMLX_BUILD_CUDA=ON -DMLX_BUILD_METAL=OFF -DMLX_CUDA_ARCHITECTURES=90a \
+    -DMLX_BUILD_PYTHON_BINDINGS=ON -DMLX_BUILD_PYTHON_STUBS=OFF \
+    -DMLX_BUILD_TESTS=OFF -DMLX_BUILD_EXAMPLES=OFF -DMLX_BUILD_GGUF=OFF \
+    -DMLX_USE_CCACHE=OFF \
+    -DPython_EXECUTABLE="$PY" \
+    -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$K/mlx/python/mlx" \
+    -DFETCHCONTENT_FULLY_DISCONNECTED=ON \
+    -DFETCHCONTENT_SOURCE_DIR_CCCL="$D/cccl" \
+    -DFETCHCONTENT_SOURCE_DIR_NVTX3="$D/nvtx" \
+    -DFETCHCONTENT_SOURCE_DIR_CUDNN="$D/cudnn" \
+    -DFETCHCONTENT_SOURCE_DIR_CUTLASS="$D/cutlass" \
+    -DFETCHCONTENT_SOURCE_DIR_FMT="$D/fmt" \
+    -DFETCHCONTENT_SOURCE_DIR_JSON="$D/json" \
+    -DFETCHCONTENT_SOURCE_DIR_NANOBIND="$D/nanobind" \
+    -DCUDNN_INCLUDE_PATH="$CUDNN/include" -DCUDNN_LIBRARY_PATH="$CUDNN/lib" \
+    -DBLA_VENDOR=OpenBLAS -DCMAKE_LIBRARY_PATH="$K/blas/lib" \
+    -DBLAS_INCLUDE_DIRS="$K/blas/include" -DLAPACK_INCLUDE_DIRS="$K/blas/include" \
+    >"$OUT/configure.log" 2>&1
+  rc=$?
+  tail -25 "$OUT/configure.log"
+  [ $rc = 0 ] || { echo "configure failed ($rc)"; exit $rc; }
+fi
+# nanobind links the module with LTO. The H200 image's g++ (/opt/gcc, GNU
+# 13.3) has no lto-wrapper ("ld: error: could not run lto-wrapper", run of
+# 2026-11-30), so there the flags come out of the generated build: the module
+# is then built as MLX's other objects are, without LTO.
+CXX_USED=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$WORK/build/CMakeCache.txt")
+if ! [ -x "$("$CXX_USED" -print-prog-name=lto-wrapper)" ]; then
+  echo "$CXX_USED has no lto-wrapper: building the Python module without LTO"
+  sed -i 's/ -flto=auto -fno-fat-lto-objects//g; s/ -flto=auto//g' "$WORK/build/build.ninja"
+fi
+[ $CONFIGURE_ONLY = 1 ] && exit 0
+
+start=$(date +%s)
+if [ "$LIMIT" -gt 0 ]; then
+  timeout "$LIMIT" ninja -C "$WORK/build" -j "$JOBS" core >>"$OUT/build.log" 2>&1
+else
+  ninja -C "$WORK/build" -j "$JOBS" core >>"$OUT/build.log" 2>&1
+fi
+rc=$?
+echo "ninja rc $rc after $(($(date +%s) - start)) s; $(grep -c '^\[' "$OUT/build.log") steps logged"
+if [ $rc != 0 ]; then
+  grep -B2 -A12 -m3 "error" "$OUT/build.log" | head -60
+  tail -5 "$OUT/build.log"
+  exit $rc
+fi
+
+# NVRTC (JIT kernels) looks for MLX's, CUTLASS's and CCCL's headers in
+# include/ beside the folder of the library, as in the wheel.
+inc=$K/mlx/python/include
+mkdir -p "$inc"
+ln -sfn "$K/mlx/mlx" "$inc/mlx"
+ln -sfn "$D/cutlass/include/cutlass" "$inc/cutlass"
+ln -sfn "$D/cutlass/include/cute" "$inc/cute"
+ln -sfn "$D/cccl/include" "$inc/cccl"
+ls -la "$K/mlx/python/mlx/"core*.so

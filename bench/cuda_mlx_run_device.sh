@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The patched MLX built by bench/cuda_mlx_build_device.sh, run end to end on
+# the H200 (issue 7), beside the stock mlx + mlx-cuda-13 wheels:
+#   1. MLX's python/tests/test_quantized.py on the CUDA build (the queue's
+#      test_cuda_qmv_rows_match_single_vector among them: every row of every
+#      M * B <= 16 product bitwise equal to that row computed alone);
+#   2. the same test with MLX_QMV_WIDE=1 (limit 7: the matrix kernels take
+#      8 vectors and more);
+#   3. bench/cuda_qmv_mlx.py (mx.quantized_matmul times and rows identical to
+#      M = 1, M = 1..16) on the patched build, on the patched build with
+#      MLX_QMV_WIDE=1 (the negative control: rows at M >= 8 must differ) and
+#      on the stock wheels, in the same run.
+# The full test file takes several minutes and the benches as many again:
+# in a device call of 10 minutes, run them in two calls (SKIP_TESTS=1 or
+# SKIP_BENCH=1).
+# Usage: bench/cuda_mlx_run_device.sh WORK OUT STOCK_TAR [--quick]
+#   WORK: the build's work folder; STOCK_TAR: the stock wheels unpacked
+#   (mlx-sm90.tar.xz, as for bench/cuda_qmv_device.sh).
+set -uo pipefail
+WORK=$1
+OUT=$2
+STOCK=$3
+QUICK=${4:-}
+K=$WORK/kit
+ROOT=$PWD
+mkdir -p "$OUT"
+NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
+export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1
+PATCHED=$K/mlx/python
+unset MLX_QMV_WIDE MLX_QMV_ROUTE
+
+PYTHONPATH=$PATCHED python3 -c 'import mlx.core as mx; print("patched mlx", mx.__version__, mx.default_device(), "cuda", mx.cuda.is_available())'
+
+if [ -z "${SKIP_TESTS:-}" ]; then
+# Does a C++ exception reach Python? (In the run of 2026-11-30 every test
+# that expects a ValueError crashed the interpreter.)
+PYTHONPATH=$PATCHED python3 -c '
+import mlx.core as mx
+try:
+    mx.quantize(mx.ones((4, 32)), bits=3, mode="mxfp4")
+except ValueError as e:
+    print("C++ exceptions reach Python:", e)' 2>&1 | tail -2
+echo "exception probe rc ${PIPESTATUS[0]}"
+
+cd "$K/mlx/python/tests"
+# unittest formats a failed comparison with repr(); show arrays through numpy,
+# so that a failure is reported with its subtest's parameters even where
+# repr() of an array fails.
+cat >conftest.py <<'PY'
+import unittest.util
+
+import numpy as np
+
+_safe_repr = unittest.util.safe_repr
+
+
+def safe_repr(obj, short=False):
+    if type(obj).__module__.startswith("mlx"):
+        try:
+            return "array(%s)" % np.asarray(obj).tolist()
+        except Exception as e:  # noqa: BLE001
+            return "<mlx array: %s>" % e
+    return _safe_repr(obj, short)
+
+
+unittest.util.safe_repr = safe_repr
+PY
+PYTHONPATH=$PATCHED timeout 540 python3 -m pytest -q -p no:cacheprovider -rs --timeout 300 \
+  --durations=12 test_quantized.py >"$OUT/test_quantized.txt" 2>&1
+echo "test_quantized.py rc $?: $(tail -1 "$OUT/test_quantized.txt")"
+grep -E "^(FAILED|ERROR)|AssertionError" "$OUT/test_quantized.txt" | cut -c1-240 | head -20
+MLX_QMV_WIDE=1 PYTHONPATH=$PATCHED timeout 120 python3 -m pytest -q -p no:cacheprovider -rs \
+  test_quantized.py -k rows_match >"$OUT/test_rows_wide.txt" 2>&1
+echo "rows tests, MLX_QMV_WIDE=1, rc $?: $(tail -1 "$OUT/test_rows_wide.txt")"
+cd "$ROOT"
+fi
+[ -n "${SKIP_BENCH:-}" ] && exit 0
+
+PYTHONPATH=$PATCHED python3 bench/cuda_qmv_mlx.py --out "$OUT/mlx_patched.csv" $QUICK \
+  >"$OUT/mlx_patched.log" 2>&1
+echo "patched bench rc $?"
+MLX_QMV_WIDE=1 PYTHONPATH=$PATCHED python3 bench/cuda_qmv_mlx.py --out "$OUT/mlx_patched_wide.csv" \
+  --quick >"$OUT/mlx_patched_wide.log" 2>&1
+echo "patched MLX_QMV_WIDE=1 bench rc $?"
+mkdir -p /tmp/site && tar -xJf "$STOCK" -C /tmp/site
+ln -sfn "$NV" /tmp/site/nvidia
+PYTHONPATH=/tmp/site python3 bench/cuda_qmv_mlx.py --out "$OUT/mlx_wheel.csv" $QUICK \
+  >"$OUT/mlx_wheel.log" 2>&1
+echo "stock wheel bench rc $?"
+for f in "$OUT"/mlx_*.txt; do
+  echo "== $(basename "$f")"
+  grep "parity" "$f" | cut -c1-200
+done
