@@ -192,3 +192,8 @@ def test_pr_says_what_changes_per_gpu_generation() -> None:
     assert "nvfp4 `qqmm` with global scales | `fp_qmv` once per vector" in text
     assert "Affine models" not in "\n".join(behaviour_section([fp]))
     assert behaviour_section([test]) == []
+    # The CUDA kernel patch: the same bits on the qmv path, M * B >= 8 unchanged upstream.
+    cuda = PatchFile.read(next(patches.glob("*-Stream-several-vectors-per-warp-in-CUDA-qmv.patch")))
+    text = "\n".join(behaviour_section([cuda]))
+    assert "CUDA, `quantized_matmul` products that take `qmv`" in text and "Affine models" not in text
+    assert "| M * B >= 8 | `qmm_sm80` / `qmm_sm90` / `qmm_naive`: rows differ from M = 1 | unchanged" in text
