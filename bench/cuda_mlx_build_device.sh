@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Build the patched MLX (CUDA backend and Python bindings, sm_90a only) from
-# the kit of bench/cuda_mlx_kit.sh on a machine that reaches nothing (the
-# H200), with that machine's CUDA toolkit, cuDNN (its pip package) and Python,
-# then run there (bench/cuda_mlx_run_device.sh does the runs):
+# Build MLX (CUDA backend and Python bindings, sm_90a only) from a kit of
+# bench/cuda_mlx_kit.sh (the patched tree, or the stock one for comparison)
+# on a machine that reaches nothing (the H200), with that machine's CUDA
+# toolkit, cuDNN (its pip package) and Python, to run there
+# (bench/cuda_mlx_run_device.sh does the runs):
 #   WORK/kit/mlx/python holds the importable package afterwards
 #   (PYTHONPATH=WORK/kit/mlx/python; LD_LIBRARY_PATH as printed).
 # The build directory is WORK/build: a second call on the same (warm)
