@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The patched MLX built by bench/cuda_mlx_build_device.sh, run end to end on
+# An MLX built by bench/cuda_mlx_build_device.sh (the patched tree, or the
+# stock one through bench/cuda_mlx_ab_device.sh), run end to end on
 # the H200 (issue 7), beside the stock mlx + mlx-cuda-13 wheels:
 #   1. MLX's python/tests/test_quantized.py on the CUDA build (the queue's
 #      test_cuda_qmv_rows_match_single_vector among them: every row of every
@@ -30,7 +31,8 @@ export PYTHONUNBUFFERED=1
 PATCHED=$K/mlx/python
 unset MLX_QMV_WIDE MLX_QMV_ROUTE
 
-PYTHONPATH=$PATCHED python3 -c 'import mlx.core as mx; print("patched mlx", mx.__version__, mx.default_device(), "cuda", mx.cuda.is_available())'
+echo "built from: $(head -1 "$K/MANIFEST")"
+PYTHONPATH=$PATCHED python3 -c 'import mlx.core as mx; print("mlx", mx.__version__, mx.default_device(), "cuda", mx.cuda.is_available())'
 
 if [ -z "${SKIP_TESTS:-}" ]; then
 # Does a C++ exception reach Python? (In the run of 2026-11-30 every test
@@ -66,7 +68,9 @@ def safe_repr(obj, short=False):
 
 unittest.util.safe_repr = safe_repr
 PY
-PYTHONPATH=$PATCHED timeout 540 python3 -m pytest -q -p no:cacheprovider -rs --timeout 300 \
+# 8 workers (a crashed one is replaced) and at most 120 s a test: in the run of
+# 2026-11-30 the file without a limit had not ended after 400 s.
+PYTHONPATH=$PATCHED timeout 540 python3 -m pytest -q -p no:cacheprovider -rs -n 8 --timeout 120 \
   --durations=12 test_quantized.py >"$OUT/test_quantized.txt" 2>&1
 echo "test_quantized.py rc $?: $(tail -1 "$OUT/test_quantized.txt")"
 grep -E "^(FAILED|ERROR)|AssertionError" "$OUT/test_quantized.txt" | cut -c1-240 | head -20

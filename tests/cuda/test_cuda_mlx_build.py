@@ -125,3 +125,15 @@ def test_mlx_report_puts_patched_beside_stock_with_the_runs_noise(tmp_path: Path
     assert "| M=1 stock / patched / wide (x) | M=8 stock / patched / wide (x) | patched / wide, M <= 7 |" in table
     assert ("| 4096x4096 | bf16 | 4 | 40.0 / 20.0 / 25.0 (2.00x) | 30.0 (0/8) / 60.0 / 31.0 (0/8) (0.50x) "
             "| 0.80-0.80 |") in table
+
+
+def test_stock_and_patched_builds_run_the_same_way(tmp_path: Path) -> None:
+    """The A/B script puts both trees through the same build and test steps,
+    and refuses an unknown phase."""
+    script = (ROOT / "bench" / "cuda_mlx_ab_device.sh").read_text()
+    assert 'bash bench/cuda_mlx_build_device.sh "$kit" "/tmp/cmx-$side"' in script
+    assert 'SKIP_BENCH=1 bash bench/cuda_mlx_run_device.sh "/tmp/cmx-$side"' in script
+    assert "for side in stock patched" in script
+    run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_mlx_ab_device.sh"), "bench", "s", "p", str(tmp_path)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2 and "unknown phase bench" in run.stderr

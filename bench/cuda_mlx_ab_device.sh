@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Stock and patched MLX side by side on the device (issue 7): the same kit
+# script, the same build and the same test run for both trees, so that a
+# test that fails on the patched build can be told apart from one that fails
+# on MLX as built there. Two phases, one device call each (a build of both
+# takes about as long as a call may run; the second call must find the
+# machine warm, or it builds again):
+#   build: both kits built at once, half of the cores each
+#          (bench/cuda_mlx_build_device.sh, resumable);
+#   test:  MLX's test_quantized.py on each build, one after the other
+#          (bench/cuda_mlx_run_device.sh without its benches).
+# Kits: bench/cuda_mlx_kit.sh on a pinned checkout and on the patched one.
+# Usage: bench/cuda_mlx_ab_device.sh build|test STOCK_KIT PATCHED_KIT OUT [--limit SECONDS]
+set -uo pipefail
+PHASE=$1
+STOCK_KIT=$2
+PATCHED_KIT=$3
+OUT=$4
+LIMIT=${6:-540}
+[ "${5:-}" = "--limit" ] || [ -z "${5:-}" ] || { echo "unknown option $5" >&2; exit 2; }
+mkdir -p "$OUT"
+case $PHASE in
+  build)
+    jobs=$(($(nproc) / 2))
+    for side in stock patched; do
+      kit=$STOCK_KIT
+      [ $side = patched ] && kit=$PATCHED_KIT
+      bash bench/cuda_mlx_build_device.sh "$kit" "/tmp/cmx-$side" "$OUT/$side-build" \
+        --jobs "$jobs" --limit "$LIMIT" >"$OUT/$side-build.txt" 2>&1 &
+    done
+    wait
+    for side in stock patched; do
+      echo "== $side: $(grep -E '^ninja rc' "$OUT/$side-build.txt" || tail -1 "$OUT/$side-build.txt")"
+    done
+    ;;
+  test)
+    for side in stock patched; do
+      echo "== $side"
+      SKIP_BENCH=1 bash bench/cuda_mlx_run_device.sh "/tmp/cmx-$side" "$OUT/$side-tests" none
+    done
+    ;;
+  *)
+    echo "unknown phase $PHASE (build or test)" >&2
+    exit 2
+    ;;
+esac
