@@ -77,7 +77,8 @@ fetch https://github.com/NVIDIA/cutlass.git "${CUTLASS_GIT:-}" "$CUTLASS_REF" "$
 if [ -n "$FMT_DIR" ]; then
   copy_tree "$FMT_DIR" "$kit/deps/fmt"
 else
-  fetch https://github.com/fmtlib/fmt.git "${FMT_GIT:-}" "$FMT_REF" "$kit/deps/fmt" CMakeLists.txt include src support LICENSE
+  fetch https://github.com/fmtlib/fmt.git "${FMT_GIT:-}" "$FMT_REF" "$kit/deps/fmt" CMakeLists.txt include src support LICENSE \
+    README.md ChangeLog.md
 fi
 rm -rf "$kit/deps/fmt/doc" "$kit/deps/fmt/test"
 if [ -n "$JSON_DIR" ]; then

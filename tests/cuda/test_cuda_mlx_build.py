@@ -79,7 +79,8 @@ def test_kit_takes_the_committed_tree_and_the_named_versions(tmp_path: Path) -> 
                                                "samples/s": ""}, "v1.16.0"),
         "CUTLASS_GIT": _repo(tmp_path / "cutlass", {"include/cute/a.h": "", "media/m": ""}, "v4.4.2"),
         "FMT_GIT": _repo(tmp_path / "fmt", {"CMakeLists.txt": "", "include/fmt/f.h": "", "src/f.cc": "",
-                                           "support/s": "", "LICENSE": "", "test/t": ""}, "12.1.0"),
+                                           "support/s": "", "LICENSE": "", "README.md": "", "ChangeLog.md": "",
+                                           "test/t": ""}, "12.1.0"),
         "JSON_GIT": _repo(tmp_path / "json", {"single_include/nlohmann/json.hpp": "", "CMakeLists.txt": "",
                                              "cmake/c": ""}, "v3.11.3"),
         "NANOBIND_GIT": _repo(tmp_path / "nanobind", {"CMakeLists.txt": ""}, "v2.13.0"),
@@ -97,6 +98,10 @@ def test_kit_takes_the_committed_tree_and_the_named_versions(tmp_path: Path) -> 
     assert sorted(p.name for p in (kit / "deps" / "cccl" / "include").iterdir()) == ["cub", "cuda", "nv", "thrust"]
     assert not (kit / "deps" / "cutlass" / "media").exists() and (kit / "deps" / "cutlass" / "include" / "cute").is_dir()
     assert not (kit / "deps" / "cudnn" / "samples").exists()
+    # fmt's CMakeLists lists its README.md and ChangeLog.md as module sources:
+    # without them, configure fails (device run of 2026-12-01).
+    assert (kit / "deps" / "fmt" / "README.md").is_file() and (kit / "deps" / "fmt" / "ChangeLog.md").is_file()
+    assert not (kit / "deps" / "fmt" / "test").exists()
     assert (kit / "mlx" / "CMakeLists.txt").is_file() and not (kit / "mlx" / "docs").exists()
     assert (kit / "blas" / "include" / "cblas.h").is_file() and (kit / "blas" / "lib" / "libopenblas.so").is_symlink()
     manifest = (kit / "MANIFEST").read_text()
