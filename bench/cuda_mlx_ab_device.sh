@@ -7,10 +7,12 @@
 # machine warm, or it builds again):
 #   build: both kits built at once, half of the cores each
 #          (bench/cuda_mlx_build_device.sh, resumable);
-#   test:  MLX's test_quantized.py on each build, one after the other
-#          (bench/cuda_mlx_run_device.sh without its benches).
+#   test:  MLX's test_quantized.py on each build, one GPU each where the
+#          machine has two (bench/cuda_mlx_run_device.sh without its benches);
+#   tolerance: test_qmm's and test_qmv_wide's loops on each build, every
+#          subtest's error and rows recorded (bench/cuda_mlx_tolerance.py).
 # Kits: bench/cuda_mlx_kit.sh on a pinned checkout and on the patched one.
-# Usage: bench/cuda_mlx_ab_device.sh build|test STOCK_KIT PATCHED_KIT OUT [--limit SECONDS]
+# Usage: bench/cuda_mlx_ab_device.sh build|test|tolerance STOCK_KIT PATCHED_KIT OUT [--limit SECONDS]
 set -uo pipefail
 PHASE=$1
 STOCK_KIT=$2
@@ -34,13 +36,46 @@ case $PHASE in
     done
     ;;
   test)
+    # One GPU each where there are two (the x2 machine): side by side.
+    gpus=$(nvidia-smi -L | wc -l)
+    gpu=0
+    for side in stock patched; do
+      CUDA_VISIBLE_DEVICES=$((gpu % gpus)) SKIP_BENCH=1 bash bench/cuda_mlx_run_device.sh \
+        "/tmp/cmx-$side" "$OUT/$side-tests" none >"$OUT/$side-tests.txt" 2>&1 &
+      [ "$gpus" -gt 1 ] || wait
+      gpu=$((gpu + 1))
+    done
+    wait
     for side in stock patched; do
       echo "== $side"
-      SKIP_BENCH=1 bash bench/cuda_mlx_run_device.sh "/tmp/cmx-$side" "$OUT/$side-tests" none
+      cat "$OUT/$side-tests.txt"
+    done
+    ;;
+  tolerance)
+    # test_qmm's and test_qmv_wide's loops outside pytest, every error
+    # recorded (bench/cuda_mlx_tolerance.py), one GPU each.
+    gpus=$(nvidia-smi -L | wc -l)
+    gpu=0
+    for side in stock patched; do
+      (
+        K=/tmp/cmx-$side/kit
+        NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
+        export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')
+        CUDA_VISIBLE_DEVICES=$((gpu % gpus)) PYTHONPATH=$K/mlx/python timeout "$LIMIT" \
+          python3 bench/cuda_mlx_tolerance.py --out "$OUT/$side-tolerance.csv" >"$OUT/$side-tolerance.txt" 2>&1
+        echo "rc $?" >>"$OUT/$side-tolerance.txt"
+      ) &
+      [ "$gpus" -gt 1 ] || wait
+      gpu=$((gpu + 1))
+    done
+    wait
+    for side in stock patched; do
+      echo "== $side"
+      cut -c1-240 "$OUT/$side-tolerance.txt" | head -60
     done
     ;;
   *)
-    echo "unknown phase $PHASE (build or test)" >&2
+    echo "unknown phase $PHASE (build, test or tolerance)" >&2
     exit 2
     ;;
 esac

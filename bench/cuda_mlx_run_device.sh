@@ -44,12 +44,44 @@ try:
 except ValueError as e:
     print("C++ exceptions reach Python:", e)' 2>&1 | tail -2
 echo "exception probe rc ${PIPESTATUS[0]}"
+# The same under pytest: in the run of 2026-12-01 the probe above passed on
+# both builds while test_throw and the mxfp4 tests crashed their pytest-xdist
+# workers. With and without the plugins of the image's Python (PyTorch's
+# venv), to tell which of them brings the crash.
+probe_dir=$(mktemp -d)
+cat >"$probe_dir/test_probe.py" <<'PY'
+import mlx.core as mx
+import pytest
+
+
+def test_exception_reaches_python():
+    with pytest.raises(ValueError):
+        mx.quantize(mx.ones((4, 32)), bits=3, mode="mxfp4")
+
+
+def test_exception_after_gpu_work():  # test_mxfp4_quantize_dequantize's first check
+    w = (mx.random.normal((128, 512)).reshape(-1, 32) + 3e-6).astype(mx.bfloat16)
+    mx.eval(w)
+    with pytest.raises(ValueError):
+        mx.quantize(w, bits=3, mode="mxfp4")
+PY
+for variant in plain xdist noplugins; do
+  case $variant in
+    plain) env=() args=() ;;
+    xdist) env=() args=(-n 1) ;;
+    noplugins) env=(PYTEST_DISABLE_PLUGIN_AUTOLOAD=1) args=() ;;
+  esac
+  env "${env[@]}" PYTHONPATH=$PATCHED timeout 120 python3 -m pytest -q -p no:cacheprovider "${args[@]}" \
+    "$probe_dir/test_probe.py" >"$OUT/probe_pytest_$variant.txt" 2>&1
+  echo "exception probe under pytest ($variant) rc $?: $(tail -1 "$OUT/probe_pytest_$variant.txt")"
+done
 
 cd "$K/mlx/python/tests"
 # unittest formats a failed comparison with repr(); show arrays through numpy,
 # so that a failure is reported with its subtest's parameters even where
 # repr() of an array fails.
 cat >conftest.py <<'PY'
+import unittest.case
 import unittest.util
 
 import numpy as np
@@ -66,7 +98,9 @@ def safe_repr(obj, short=False):
     return _safe_repr(obj, short)
 
 
-unittest.util.safe_repr = safe_repr
+# unittest.case binds its own name at import: both are replaced (in the run of
+# 2026-12-01 assertLess still called the original and the worker crashed).
+unittest.util.safe_repr = unittest.case.safe_repr = safe_repr
 PY
 # 8 workers (a crashed one is replaced) and at most 120 s a test: in the run of
 # 2026-11-30 the file without a limit had not ended after 400 s. In the run of

@@ -4,6 +4,7 @@ script and the report of its run. The build itself needs the H200 (recorded
 in docs/data/cuda_mlx_h200_2026-11-30/); here the pieces it stands on."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -137,8 +138,40 @@ def test_stock_and_patched_builds_run_the_same_way(tmp_path: Path) -> None:
     and refuses an unknown phase."""
     script = (ROOT / "bench" / "cuda_mlx_ab_device.sh").read_text()
     assert 'bash bench/cuda_mlx_build_device.sh "$kit" "/tmp/cmx-$side"' in script
-    assert 'SKIP_BENCH=1 bash bench/cuda_mlx_run_device.sh "/tmp/cmx-$side"' in script
+    assert 'SKIP_BENCH=1 bash bench/cuda_mlx_run_device.sh \\\n        "/tmp/cmx-$side"' in script
+    assert 'python3 bench/cuda_mlx_tolerance.py --out "$OUT/$side-tolerance.csv"' in script
     assert "for side in stock patched" in script
     run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_mlx_ab_device.sh"), "bench", "s", "p", str(tmp_path)],
                          capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2 and "unknown phase bench" in run.stderr
+
+
+def test_tolerance_script_runs_mlx_s_loops_on_the_cpu(tmp_path: Path) -> None:
+    """bench/cuda_mlx_tolerance.py runs test_qmm's and test_qmv_wide's loops
+    and writes one row per subtest with its error and its rows compared to the
+    M = 1 products. Here on the CPU (the patched wheel's test venv, which
+    ci/test names in MLX_OVERLAY_PROBE_PYTHON): the code path, not CUDA's
+    figures. In CI it never skips."""
+    py = os.environ.get("MLX_OVERLAY_PROBE_PYTHON")
+    if not py:
+        if importlib.util.find_spec("mlx") is None:
+            if os.environ.get("CI"):
+                pytest.fail("CI must run this: set MLX_OVERLAY_PROBE_PYTHON to the test venv's python")
+            pytest.skip("no mlx here: set MLX_OVERLAY_PROBE_PYTHON to a python with the patched wheel")
+        py = sys.executable
+    out = tmp_path / "t.csv"
+    run = subprocess.run([py, str(ROOT / "bench" / "cuda_mlx_tolerance.py"), "--out", str(out), "--limit", "3"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "qmm: 3 subtests, 0 over tolerance" in run.stdout and "qmv_wide: 3 subtests, 0 over tolerance" in run.stdout
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("suite,group_size,bits,M,N,K,B,transposed,dtype,max_err,tol,ok,")
+    rows = [dict(zip(lines[0].split(","), r.split(","))) for r in lines[1:]]
+    assert [r["suite"] for r in rows] == ["qmm"] * 3 + ["qmv_wide"] * 3
+    # test_qmm's order: group 128, 2 bits, M = 8, N = 128, K = 128, transposed then not.
+    assert [(r["group_size"], r["bits"], r["M"], r["transposed"]) for r in rows[:2]] == \
+        [("128", "2", "8", "True"), ("128", "2", "8", "False")]
+    for r in rows:
+        assert r["ok"] == "True" and 0 < float(r["max_err"]) < float(r["tol"])
+        same, total = (int(v) for v in r["rows_identical_to_M1"].split("/"))
+        assert total == int(r["M"]) * int(r["B"]) and 0 <= same <= total
