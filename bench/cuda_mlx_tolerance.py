@@ -25,7 +25,9 @@ from typing import Iterator
 import mlx.core as mx
 import numpy as np
 
-HEADER = "suite,group_size,bits,M,N,K,B,transposed,dtype,max_err,tol,ok,rows_identical_to_M1,max_err_M1"
+HEADER = ("suite,mode,group_size,bits,M,N,K,B,transposed,dtype,max_err,tol,ok,"
+          "rows_identical_to_M1,max_err_M1")
+OK_COLUMN = HEADER.split(",").index("ok")
 
 
 def _bits(a: mx.array) -> np.ndarray:
@@ -34,25 +36,29 @@ def _bits(a: mx.array) -> np.ndarray:
     return np.array(a.view(view))
 
 
-def _row_products(x: mx.array, w_q, scales, biases, transposed, group_size, bits) -> mx.array:
-    """Each row of x (over every batch) multiplied alone: the M = 1 products."""
-    rows = [
-        mx.quantized_matmul(x[..., i : i + 1, :], w_q, scales, biases, transposed, group_size, bits)
-        for i in range(x.shape[-2])
-    ]
-    return mx.concatenate(rows, axis=-2)
+def _measure(suite: str, x: mx.array, w: mx.array, *, transposed: bool = True, mode: str = "affine",
+             group_size: int | None = None, bits: int | None = None, tol: float) -> str:
+    """One subtest: quantize w, multiply x by it, compare with x times the
+    dequantized w (as the test does) and with each row of x multiplied alone."""
+    w_q, *sb = mx.quantize(w, group_size=group_size, bits=bits, mode=mode)
+    w_hat = mx.dequantize(w_q, *sb, group_size=group_size, bits=bits, mode=mode)
+    y_hat = x @ (mx.swapaxes(w_hat, -1, -2) if transposed else w_hat)
 
+    def qmm(a: mx.array) -> mx.array:
+        return mx.quantized_matmul(a, w_q, *sb, transpose=transposed, group_size=group_size, bits=bits,
+                                   mode=mode)
 
-def _measure(suite, x, w_q, scales, biases, transposed, group_size, bits, y_hat, tol, params) -> str:
-    y_q = mx.quantized_matmul(x, w_q, scales, biases, transposed, group_size, bits)
-    y_1 = _row_products(x, w_q, scales, biases, transposed, group_size, bits)
+    y_q = qmm(x)
+    y_1 = mx.concatenate([qmm(x[..., i : i + 1, :]) for i in range(x.shape[-2])], axis=-2)
     err = (y_q - y_hat).abs().max().item()
     err_1 = (y_1 - y_hat).abs().max().item()
     same = np.all(_bits(y_q) == _bits(y_1), axis=-1)  # per row (and batch)
-    g, b, M, N, K, B = params
+    M, K = x.shape[-2:]
+    N = y_q.shape[-1]
+    B = x.size // (M * K)
     return (
-        f"{suite},{g},{b},{M},{N},{K},{B},{transposed},{str(x.dtype).split('.')[-1]},"
-        f"{err:.6g},{tol},{err < tol},{int(same.sum())}/{same.size},{err_1:.6g}"
+        f"{suite},{mode},{group_size or ''},{bits or ''},{M},{N},{K},{B},{transposed},"
+        f"{str(x.dtype).split('.')[-1]},{err:.6g},{tol},{err < tol},{int(same.sum())}/{same.size},{err_1:.6g}"
     )
 
 
@@ -61,31 +67,36 @@ def qmm() -> Iterator[str]:
     key = mx.random.key(0)
     k1, k2 = mx.random.split(key)
     dtype = mx.float16 if (mx.default_device() == mx.gpu) else mx.float32
+    tol = 1e-3 if dtype == mx.float32 else 1.5e-3
     tests = product([128, 64, 32], [2, 4, 8], [8, 32, 33, 64], [128, 256], [128, 256], [True, False])
     for group_size, bits, M, N, K, transposed in tests:
         x = (mx.random.normal(shape=(M, K), key=k1) / K**0.5).astype(dtype)
         w = (mx.random.normal(shape=(N, K) if transposed else (K, N), key=k2) / K**0.5).astype(dtype)
-        w_q, scales, biases = mx.quantize(w, group_size, bits)
-        w_hat = mx.dequantize(w_q, scales, biases, group_size, bits)
-        y_hat = (x @ w_hat.T) if transposed else (x @ w_hat)
-        tol = 1e-3 if dtype == mx.float32 else 1.5e-3
-        yield _measure("qmm", x, w_q, scales, biases, transposed, group_size, bits, y_hat, tol,
-                       (group_size, bits, M, N, K, 1))
+        yield _measure("qmm", x, w, transposed=transposed, group_size=group_size, bits=bits, tol=tol)
 
 
 def qmv_wide() -> Iterator[str]:
-    """test_qmv_wide's affine part: float32, M in 2..9, B in {1, 3}, tolerance 1e-3."""
+    """test_qmv_wide: float32, M in 2..9, B in {1, 3}, affine and fp modes,
+    then its tiny shapes; tolerance 1e-3."""
     key = mx.random.key(0)
     k1, k2 = mx.random.split(key)
+    Ms, Ns, Bs = [2, 3, 4, 5, 6, 7, 9], [256, 67], [1, 3]
+
+    def operands(M: int, N: int, K: int, B: int) -> tuple[mx.array, mx.array]:
+        x = mx.random.normal(shape=(M, K) if B == 1 else (B, M, K), key=k1)
+        w = mx.random.normal(shape=(N, K) if B == 1 else (B, N, K), key=k2)
+        return x, w
+
     for group_size, bits, K in product([32, 64, 128], [2, 3, 4, 5, 6, 8], [128, 512]):
-        for M, N, B in product([2, 3, 4, 5, 6, 7, 9], [256, 67], [1, 3]):
-            x = mx.random.normal(shape=(M, K) if B == 1 else (B, M, K), key=k1)
-            w = mx.random.normal(shape=(N, K) if B == 1 else (B, N, K), key=k2)
-            w_q, scales, biases = mx.quantize(w, group_size, bits)
-            w_hat = mx.dequantize(w_q, scales, biases, group_size, bits)
-            y_hat = x @ mx.swapaxes(w_hat, -1, -2)
-            yield _measure("qmv_wide", x, w_q, scales, biases, True, group_size, bits, y_hat, 1e-3,
-                           (group_size, bits, M, N, K, B))
+        for M, N, B in product(Ms, Ns, Bs):
+            yield _measure("qmv_wide", *operands(M, N, K, B), group_size=group_size, bits=bits, tol=1e-3)
+    for mode, K in product(["mxfp4", "nvfp4", "mxfp8"], [128, 512]):
+        for M, N, B in product(Ms, Ns, Bs):
+            yield _measure("qmv_wide", *operands(M, N, K, B), mode=mode, tol=1e-3)
+    for M, K, N in [(2, 32, 10), (4, 32, 7), (3, 64, 5), (5, 64, 3)]:
+        for bits, group_size, mode in [(4, 32, "affine"), (6, 32, "affine"), (4, 16, "nvfp4")]:
+            yield _measure("qmv_wide", *operands(M, N, K, 1), mode=mode, group_size=group_size, bits=bits,
+                           tol=1e-3)
 
 
 def main() -> int:
@@ -95,19 +106,23 @@ def main() -> int:
     ap.add_argument("--limit", type=int, help="only the first LIMIT subtests of each suite")
     args = ap.parse_args()
     print(f"mlx {mx.__version__}, device {mx.default_device()}", flush=True)
-    lines = [HEADER]
-    for name, fn in (("qmm", qmm), ("qmv_wide", qmv_wide)):
-        if args.suite in (name, "all"):
-            t = time.perf_counter()
-            rows = list(islice(fn(), args.limit))
-            lines += rows
-            failed = [r for r in rows if r.split(",")[11] == "False"]
-            print(f"{name}: {len(rows)} subtests, {len(failed)} over tolerance, "
-                  f"{time.perf_counter() - t:.1f} s", flush=True)
-            for r in failed:
-                print("  " + r, flush=True)
+    # Written row by row: a run cut by a time limit keeps what it measured.
     with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write(HEADER + "\n")
+        for name, fn in (("qmm", qmm), ("qmv_wide", qmv_wide)):
+            if args.suite not in (name, "all"):
+                continue
+            t = time.perf_counter()
+            count, failed = 0, []
+            for row in islice(fn(), args.limit):
+                f.write(row + "\n")
+                f.flush()
+                count += 1
+                if row.split(",")[OK_COLUMN] == "False":
+                    failed.append(row)
+                    print("  over tolerance: " + row, flush=True)
+            print(f"{name}: {count} subtests, {len(failed)} over tolerance, "
+                  f"{time.perf_counter() - t:.1f} s", flush=True)
     return 0
 
 

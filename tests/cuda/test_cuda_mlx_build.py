@@ -165,7 +165,7 @@ def test_tolerance_script_runs_mlx_s_loops_on_the_cpu(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-2000:]
     assert "qmm: 3 subtests, 0 over tolerance" in run.stdout and "qmv_wide: 3 subtests, 0 over tolerance" in run.stdout
     lines = out.read_text().splitlines()
-    assert lines[0].startswith("suite,group_size,bits,M,N,K,B,transposed,dtype,max_err,tol,ok,")
+    assert lines[0].startswith("suite,mode,group_size,bits,M,N,K,B,transposed,dtype,max_err,tol,ok,")
     rows = [dict(zip(lines[0].split(","), r.split(","))) for r in lines[1:]]
     assert [r["suite"] for r in rows] == ["qmm"] * 3 + ["qmv_wide"] * 3
     # test_qmm's order: group 128, 2 bits, M = 8, N = 128, K = 128, transposed then not.
