@@ -21,6 +21,34 @@ OUT=$4
 LIMIT=${6:-540}
 [ "${5:-}" = "--limit" ] || [ -z "${5:-}" ] || { echo "unknown option $5" >&2; exit 2; }
 mkdir -p "$OUT"
+# One side's step, its output in $OUT/$side-$step.txt.
+tests() { # MLX's test_quantized.py (bench/cuda_mlx_run_device.sh without its benches)
+  SKIP_BENCH=1 bash bench/cuda_mlx_run_device.sh "/tmp/cmx-$1" "$OUT/$1-tests" none
+}
+tolerance() { # test_qmm's and test_qmv_wide's loops outside pytest, every error recorded
+  local K=/tmp/cmx-$1/kit NV
+  NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
+  LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':') PYTHONPATH=$K/mlx/python \
+    timeout "$LIMIT" python3 bench/cuda_mlx_tolerance.py --out "$OUT/$1-tolerance.csv"
+  echo "rc $?"
+}
+# each_side_on_its_gpu STEP: STEP for stock and patched, one GPU each where
+# the machine has two (side by side), else one after the other.
+each_side_on_its_gpu() {
+  local step=$1 gpus gpu=0 side
+  gpus=$(nvidia-smi -L | wc -l)
+  for side in stock patched; do
+    CUDA_VISIBLE_DEVICES=$((gpu % gpus)) "$step" "$side" >"$OUT/$side-$step.txt" 2>&1 &
+    [ "$gpus" -gt 1 ] || wait
+    gpu=$((gpu + 1))
+  done
+  wait
+  for side in stock patched; do
+    echo "== $side"
+    cut -c1-240 "$OUT/$side-$step.txt" | head -80
+  done
+}
+
 case $PHASE in
   build)
     jobs=$(($(nproc) / 2))
@@ -36,43 +64,10 @@ case $PHASE in
     done
     ;;
   test)
-    # One GPU each where there are two (the x2 machine): side by side.
-    gpus=$(nvidia-smi -L | wc -l)
-    gpu=0
-    for side in stock patched; do
-      CUDA_VISIBLE_DEVICES=$((gpu % gpus)) SKIP_BENCH=1 bash bench/cuda_mlx_run_device.sh \
-        "/tmp/cmx-$side" "$OUT/$side-tests" none >"$OUT/$side-tests.txt" 2>&1 &
-      [ "$gpus" -gt 1 ] || wait
-      gpu=$((gpu + 1))
-    done
-    wait
-    for side in stock patched; do
-      echo "== $side"
-      cat "$OUT/$side-tests.txt"
-    done
+    each_side_on_its_gpu tests
     ;;
   tolerance)
-    # test_qmm's and test_qmv_wide's loops outside pytest, every error
-    # recorded (bench/cuda_mlx_tolerance.py), one GPU each.
-    gpus=$(nvidia-smi -L | wc -l)
-    gpu=0
-    for side in stock patched; do
-      (
-        K=/tmp/cmx-$side/kit
-        NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
-        export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')
-        CUDA_VISIBLE_DEVICES=$((gpu % gpus)) PYTHONPATH=$K/mlx/python timeout "$LIMIT" \
-          python3 bench/cuda_mlx_tolerance.py --out "$OUT/$side-tolerance.csv" >"$OUT/$side-tolerance.txt" 2>&1
-        echo "rc $?" >>"$OUT/$side-tolerance.txt"
-      ) &
-      [ "$gpus" -gt 1 ] || wait
-      gpu=$((gpu + 1))
-    done
-    wait
-    for side in stock patched; do
-      echo "== $side"
-      cut -c1-240 "$OUT/$side-tolerance.txt" | head -60
-    done
+    each_side_on_its_gpu tolerance
     ;;
   *)
     echo "unknown phase $PHASE (build, test or tolerance)" >&2

@@ -13,9 +13,11 @@ Two kinds of tests:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,3 +183,18 @@ def patched_checkout(tmp_path_factory: pytest.TempPathFactory, project: Project,
     """A checkout with the queue applied (by apply_queue)."""
     path = tmp_path_factory.mktemp("patched") / "mlx"
     return apply_queue(project, path, log=lambda _: None)
+
+
+@pytest.fixture(scope="session")
+def mlx_python() -> str:
+    """A python that imports mlx: the patched wheel's test venv (ci/test sets
+    MLX_OVERLAY_PROBE_PYTHON to it after `mlx-overlay test`), else this one if
+    it has mlx. In CI a missing one fails: the tests that use it never skip there."""
+    given = os.environ.get("MLX_OVERLAY_PROBE_PYTHON")
+    if given:
+        return given
+    if importlib.util.find_spec("mlx") is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the tests on the patched wheel: set MLX_OVERLAY_PROBE_PYTHON to its python")
+        pytest.skip("no mlx here: set MLX_OVERLAY_PROBE_PYTHON to a python with the patched wheel")
+    return sys.executable

@@ -302,21 +302,11 @@ print("ok")
 """
 
 
-def test_mlx_timer_code_path_on_cpu():
+def test_mlx_timer_code_path_on_cpu(mlx_python: str):
     """MlxTimer's MLX calls (quantize, copies, products, eval, bit views) run
-    on the CPU with the patched wheel (ci/test sets MLX_OVERLAY_PROBE_PYTHON to
-    its test venv) or an mlx installed here; only the code path is exercised,
-    since the route switch is a Metal feature. In CI it never skips."""
-    import os
-
-    py = os.environ.get("MLX_OVERLAY_PROBE_PYTHON")
-    if not py:
-        if importlib.util.find_spec("mlx") is None:
-            if os.environ.get("CI"):
-                pytest.fail("CI must run this: set MLX_OVERLAY_PROBE_PYTHON to the test venv's python")
-            pytest.skip("no mlx here: set MLX_OVERLAY_PROBE_PYTHON to a python with the patched wheel")
-        py = sys.executable
-    proc = subprocess.run([py, "-c", TIMER_ON_CPU, str(SCRIPT)], capture_output=True, text=True)
+    on the CPU with the patched wheel (the `mlx_python` fixture); only the code
+    path is exercised, since the route switch is a Metal feature."""
+    proc = subprocess.run([mlx_python, "-c", TIMER_ON_CPU, str(SCRIPT)], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 

@@ -4,7 +4,6 @@ script and the report of its run. The build itself needs the H200 (recorded
 in docs/data/cuda_mlx_h200_2026-11-30/); here the pieces it stands on."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -138,29 +137,22 @@ def test_stock_and_patched_builds_run_the_same_way(tmp_path: Path) -> None:
     and refuses an unknown phase."""
     script = (ROOT / "bench" / "cuda_mlx_ab_device.sh").read_text()
     assert 'bash bench/cuda_mlx_build_device.sh "$kit" "/tmp/cmx-$side"' in script
-    assert 'SKIP_BENCH=1 bash bench/cuda_mlx_run_device.sh \\\n        "/tmp/cmx-$side"' in script
-    assert 'python3 bench/cuda_mlx_tolerance.py --out "$OUT/$side-tolerance.csv"' in script
+    assert 'SKIP_BENCH=1 bash bench/cuda_mlx_run_device.sh "/tmp/cmx-$1"' in script
+    assert 'python3 bench/cuda_mlx_tolerance.py --out "$OUT/$1-tolerance.csv"' in script
+    assert 'CUDA_VISIBLE_DEVICES=$((gpu % gpus)) "$step" "$side"' in script
     assert "for side in stock patched" in script
     run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_mlx_ab_device.sh"), "bench", "s", "p", str(tmp_path)],
                          capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2 and "unknown phase bench" in run.stderr
 
 
-def test_tolerance_script_runs_mlx_s_loops_on_the_cpu(tmp_path: Path) -> None:
+def test_tolerance_script_runs_mlx_s_loops_on_the_cpu(tmp_path: Path, mlx_python: str) -> None:
     """bench/cuda_mlx_tolerance.py runs test_qmm's and test_qmv_wide's loops
     and writes one row per subtest with its error and its rows compared to the
-    M = 1 products. Here on the CPU (the patched wheel's test venv, which
-    ci/test names in MLX_OVERLAY_PROBE_PYTHON): the code path, not CUDA's
-    figures. In CI it never skips."""
-    py = os.environ.get("MLX_OVERLAY_PROBE_PYTHON")
-    if not py:
-        if importlib.util.find_spec("mlx") is None:
-            if os.environ.get("CI"):
-                pytest.fail("CI must run this: set MLX_OVERLAY_PROBE_PYTHON to the test venv's python")
-            pytest.skip("no mlx here: set MLX_OVERLAY_PROBE_PYTHON to a python with the patched wheel")
-        py = sys.executable
+    M = 1 products. Here on the CPU with the patched wheel (the `mlx_python`
+    fixture): the code path, not CUDA's figures."""
     out = tmp_path / "t.csv"
-    run = subprocess.run([py, str(ROOT / "bench" / "cuda_mlx_tolerance.py"), "--out", str(out), "--limit", "3"],
+    run = subprocess.run([mlx_python, str(ROOT / "bench" / "cuda_mlx_tolerance.py"), "--out", str(out), "--limit", "3"],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "qmm: 3 subtests, 0 over tolerance" in run.stdout and "qmv_wide: 3 subtests, 0 over tolerance" in run.stdout

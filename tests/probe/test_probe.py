@@ -10,7 +10,6 @@ probe can fail.
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 from pathlib import Path
@@ -178,23 +177,8 @@ def test_cli_rejects_a_header_without_the_streamed_kernel(tmp_path, stock_header
 # ---- a real mlx wheel, where one is installed ----------------------------------------
 
 
-def _mlx_python() -> str:
-    """The python of the patched wheel's test venv (ci/test sets it after
-    `mlx-overlay test`), else this one if it has mlx; in CI, never a skip."""
-    given = os.environ.get("MLX_OVERLAY_PROBE_PYTHON")
-    if given:
-        return given
-    try:
-        import mlx.core  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the CPU probe: set MLX_OVERLAY_PROBE_PYTHON to the test venv's python")
-        pytest.skip("no mlx here: set MLX_OVERLAY_PROBE_PYTHON to a python with the patched wheel")
-    return sys.executable
-
-
-def test_cpu_wheel_passes_and_its_control_diverges():
-    rep = probe.run_mlx("cpu", ProbeConfig(limit=4, layers=1), _mlx_python())
+def test_cpu_wheel_passes_and_its_control_diverges(mlx_python: str):
+    rep = probe.run_mlx("cpu", ProbeConfig(limit=4, layers=1), mlx_python)
     assert rep.status == "pass", rep.reason
 
 
