@@ -36,13 +36,15 @@ PYTHONPATH=$PATCHED python3 -c 'import mlx.core as mx; print("mlx", mx.__version
 
 if [ -z "${SKIP_TESTS:-}" ]; then
 # Does a C++ exception reach Python? (In the run of 2026-11-30 every test
-# that expects a ValueError crashed the interpreter.)
+# that expects a ValueError crashed the interpreter; in that of 2026-12-01 it
+# reached Python on both builds, and the interpreter sometimes aborted at
+# exit: docs/upstream-reports.md, 3. The last 4 lines show both.)
 PYTHONPATH=$PATCHED python3 -c '
 import mlx.core as mx
 try:
     mx.quantize(mx.ones((4, 32)), bits=3, mode="mxfp4")
 except ValueError as e:
-    print("C++ exceptions reach Python:", e)' 2>&1 | tail -2
+    print("C++ exceptions reach Python:", e)' 2>&1 | tail -4
 echo "exception probe rc ${PIPESTATUS[0]}"
 # The same under pytest: in the run of 2026-12-01 the probe above passed on
 # both builds while test_throw and the mxfp4 tests crashed their pytest-xdist
