@@ -107,7 +107,7 @@ PY
 # 8 workers (a crashed one is replaced) and at most 120 s a test: in the run of
 # 2026-11-30 the file without a limit had not ended after 400 s. In the run of
 # 2026-12-01 the stock tree timed out the same way in 8 tests (the workers
-# share one GPU and compile their kernels with NVRTC): TESTS (node ids of
+# share one GPU; why each is this slow is not known): TESTS (node ids of
 # test_quantized.py), WORKERS, TEST_TIMEOUT (per test) and TEST_LIMIT (the
 # whole run) select fewer tests with more time each.
 # shellcheck disable=SC2086  # TESTS is a list of node ids
