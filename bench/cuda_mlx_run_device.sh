@@ -16,7 +16,7 @@
 # SKIP_BENCH=1).
 # Usage: bench/cuda_mlx_run_device.sh WORK OUT STOCK_TAR [--quick]
 #   WORK: the build's work folder; STOCK_TAR: the stock wheels unpacked
-#   (mlx-sm90.tar.xz, as for bench/cuda_qmv_device.sh).
+#   (mlx-sm90.tar.xz, made by bench/cuda_stock_wheels.py).
 set -uo pipefail
 WORK=$1
 OUT=$2

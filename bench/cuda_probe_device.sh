@@ -5,7 +5,7 @@
 # seeds, dtypes and bits, and the cuda substrate with the stock mlx-cuda wheel
 # (its qmm_sm80 serves M * B >= 8, so its verify passes must diverge).
 # Run from the project root with a folder C holding libqmv_probe.so,
-# mlx-sm90.tar.xz (the mlx + mlx-cuda-13 wheels unpacked, as for
+# mlx-sm90.tar.xz (bench/cuda_stock_wheels.py: the wheels unpacked, as for
 # cuda_qmv_device.sh, but keeping mlx/include: the wheel compiles its gather
 # kernel at run time and needs those headers) and site/ (pure-Python dependencies of the CLI: tomlkit).
 # Usage: bench/cuda_probe_device.sh C OUTDIR [--harness-only] (writes

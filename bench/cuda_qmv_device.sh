@@ -4,7 +4,7 @@
 # baseline. Run from a folder C holding: qmv_bench (built by cuda_qmv.py
 # build), cuda_qmv_mlx.py, mlx-sm90.tar.xz (the mlx + mlx-cuda-13 wheels
 # unpacked, libmlx.so stripped and its non-sm_90 cubins zeroed to fit the
-# transfer limit) and optionally fallback.tar.xz + qmv_entry.cu/qmv_bench.cu
+# transfer limit: bench/cuda_stock_wheels.py) and optionally fallback.tar.xz + qmv_entry.cu/qmv_bench.cu
 # /qmv_api.h to rebuild on the device when the carried binary does not run.
 # Usage: cuda_qmv_device.sh C OUTDIR [--quick] [--ragged] [--bits 2|4|8] [--no-wheel]
 #        [--no-bench] [--ncu "DTYPE,BITS,K,N W,R,V,D,M ..."]
