@@ -68,6 +68,7 @@ case $PHASE in
     ;;
   tolerance)
     each_side_on_its_gpu tolerance
+    python3 bench/cuda_qmv_report.py --tolerance "$OUT"
     ;;
   *)
     echo "unknown phase $PHASE (build, test or tolerance)" >&2

@@ -13,6 +13,7 @@ Usage: python3 bench/cuda_qmv_report.py RESULTS_DIR
        python3 bench/cuda_qmv_report.py --matrix RESULTS_DIR
        python3 bench/cuda_qmv_report.py --roofline RESULTS_DIR
        python3 bench/cuda_qmv_report.py --mlx RESULTS_DIR
+       python3 bench/cuda_qmv_report.py --tolerance RESULTS_DIR
 (--matrix: the timing table of a qmv_matrix run, cuda_qmv_matrix_timing.csv,
 as written by cuda_qmv_matrix_device.sh. --roofline: the read roofline
 against stock and the dispatch, cuda_qmv_time.csv as written by
@@ -136,7 +137,54 @@ def mlx_table(d: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+TOLERANCE_KEY = ("suite", "mode", "group_size", "bits", "M", "N", "K", "B", "transposed", "dtype")
+
+
+def tolerance_table(d: Path) -> str:
+    """bench/cuda_mlx_tolerance.py on each side (SIDE-tolerance.csv: stock,
+    patched, wheel, as bench/cuda_mlx_ab_device.sh names them): every subtest
+    over its tolerance on some side, with each side's error and rows identical
+    to M = 1, then per suite how many fail on which sides. A subtest that one
+    side did not reach (a run cut by its time limit) shows "-"."""
+    sides = {}
+    for f in sorted(d.glob("*-tolerance.csv")):
+        rows = list(csv.DictReader(open(f)))
+        sides[f.name.removesuffix("-tolerance.csv")] = {tuple(r[k] for k in TOLERANCE_KEY): r for r in rows}
+    names = list(sides)
+    keys = list(dict.fromkeys(k for rows in sides.values() for k in rows))
+
+    def failed(name: str, key: tuple[str, ...]) -> bool:
+        r = sides[name].get(key)
+        return r is not None and r["ok"] == "False"
+
+    out = ["| " + " | ".join(TOLERANCE_KEY) + " | tol | "
+           + " | ".join(f"{n} max err (rows = M=1)" for n in names) + " |",
+           "|---" * (len(TOLERANCE_KEY) + 1 + len(names)) + "|"]
+    for key in keys:
+        if any(failed(n, key) for n in names):
+            tol = next(sides[n][key]["tol"] for n in names if key in sides[n])
+            cells = [f"{sides[n][key]['max_err']}{' FAIL' if failed(n, key) else ''} "
+                     f"({sides[n][key]['rows_identical_to_M1']})" if key in sides[n] else "-" for n in names]
+            out.append("| " + " | ".join(key) + f" | {tol} | " + " | ".join(cells) + " |")
+    out.append("")
+    for suite in dict.fromkeys(k[0] for k in keys):
+        ks = [k for k in keys if k[0] == suite]
+        ran = ", ".join(f"{n} {sum(k in sides[n] for k in ks)}" for n in names)
+        by = {}
+        for k in ks:
+            who = tuple(n for n in names if failed(n, k))
+            if who:
+                by[who] = by.get(who, 0) + 1
+        fails = "; ".join(f"{c} on {' and '.join(w)} only" if len(w) < len(names) else f"{c} on every side"
+                          for w, c in by.items()) or "none"
+        out.append(f"- {suite}: {len(ks)} subtests (ran: {ran}); over tolerance: {fails}")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[1] == "--tolerance":
+        print(tolerance_table(Path(argv[2])), end="")
+        return 0
     if len(argv) == 3 and argv[1] == "--mlx":
         print(mlx_table(Path(argv[2])), end="")
         return 0

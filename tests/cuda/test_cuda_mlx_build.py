@@ -167,3 +167,24 @@ def test_tolerance_script_runs_mlx_s_loops_on_the_cpu(tmp_path: Path, mlx_python
         assert r["ok"] == "True" and 0 < float(r["max_err"]) < float(r["tol"])
         same, total = (int(v) for v in r["rows_identical_to_M1"].split("/"))
         assert total == int(r["M"]) * int(r["B"]) and 0 <= same <= total
+
+
+def test_tolerance_report_tells_which_side_fails(tmp_path: Path) -> None:
+    """cuda_qmv_report.py --tolerance: the subtests over tolerance on some side,
+    and per suite how many fail on which sides ("-" where a side did not get there)."""
+    import cuda_qmv_report
+
+    head = ("suite,mode,group_size,bits,M,N,K,B,transposed,dtype,max_err,tol,ok,"
+            "rows_identical_to_M1,max_err_M1\n")
+
+    def row(m: int, err: float) -> str:
+        return f"qmm,affine,64,4,{m},128,128,1,True,float16,{err},0.0015,{err < 0.0015},{m}/{m},{err}\n"
+
+    (tmp_path / "stock-tolerance.csv").write_text(head + row(8, 1e-4) + row(32, 0.002) + row(33, 1e-4))
+    (tmp_path / "patched-tolerance.csv").write_text(head + row(8, 0.003) + row(32, 0.002))
+    table = cuda_qmv_report.tolerance_table(tmp_path)
+    assert "| qmm | affine | 64 | 4 | 8 | 128 | 128 | 1 | True | float16 | 0.0015 | 0.003 FAIL (8/8) | 0.0001 (8/8) |" in table
+    assert "| 32 | 128 | 128 | 1 | True | float16 | 0.0015 | 0.002 FAIL (32/32) | 0.002 FAIL (32/32) |" in table
+    assert "| 33 |" not in table  # within tolerance everywhere
+    assert ("- qmm: 3 subtests (ran: patched 2, stock 3); over tolerance: 1 on patched only; "
+            "1 on every side") in table
