@@ -169,6 +169,35 @@ def test_tolerance_script_runs_mlx_s_loops_on_the_cpu(tmp_path: Path, mlx_python
         assert total == int(r["M"]) * int(r["B"]) and 0 <= same <= total
 
 
+# The negative control of the script's two comparisons: products of more than
+# one vector nudged (by 1e-2, past the tolerance, and changing every row's
+# bits) must be reported as over tolerance and with no row identical to M = 1.
+NUDGED = """
+import runpy, sys
+import mlx.core as mx
+plain = mx.quantized_matmul
+def nudged(x, *args, **kwargs):
+    y = plain(x, *args, **kwargs)
+    return y + 1e-2 if x.shape[-2] > 1 else y
+mx.quantized_matmul = nudged
+sys.argv = ["cuda_mlx_tolerance.py"] + sys.argv[2:]
+runpy.run_path(SCRIPT, run_name="__main__")
+"""
+
+
+def test_tolerance_script_reports_a_nudged_product(tmp_path: Path, mlx_python: str) -> None:
+    out = tmp_path / "t.csv"
+    script = NUDGED.replace("SCRIPT", repr(str(ROOT / "bench" / "cuda_mlx_tolerance.py")))
+    run = subprocess.run([mlx_python, "-c", script, "-", "--out", str(out), "--suite", "qmm", "--limit", "2"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "qmm: 2 subtests, 2 over tolerance" in run.stdout
+    lines = out.read_text().splitlines()
+    rows = [dict(zip(lines[0].split(","), r.split(","))) for r in lines[1:]]
+    assert [(r["ok"], r["rows_identical_to_M1"]) for r in rows] == [("False", "0/8")] * 2
+    assert all(float(r["max_err_M1"]) < float(r["tol"]) for r in rows)  # the rows alone are not nudged
+
+
 def test_tolerance_report_tells_which_side_fails(tmp_path: Path) -> None:
     """cuda_qmv_report.py --tolerance: the subtests over tolerance on some side,
     and per suite how many fail on which sides ("-" where a side did not get there)."""
