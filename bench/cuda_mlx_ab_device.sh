@@ -11,8 +11,13 @@
 #          machine has two (bench/cuda_mlx_run_device.sh without its benches);
 #   tolerance: test_qmm's and test_qmv_wide's loops on each build, every
 #          subtest's error and rows recorded (bench/cuda_mlx_tolerance.py).
+#   wheel-tolerance: one call, no stock build: STOCK_KIT is the stock wheels'
+#          pack (bench/cuda_stock_wheels.py, mlx 0.32.1, whose
+#          backend/cuda/quantized is the pin's); its tolerance run takes GPU 1
+#          while the patched tree builds with every core, then the patched
+#          tolerance runs (the rows land as wheel-* and patched-*).
 # Kits: bench/cuda_mlx_kit.sh on a pinned checkout and on the patched one.
-# Usage: bench/cuda_mlx_ab_device.sh build|test|tolerance STOCK_KIT PATCHED_KIT OUT [--limit SECONDS]
+# Usage: bench/cuda_mlx_ab_device.sh build|test|tolerance|wheel-tolerance STOCK_KIT PATCHED_KIT OUT [--limit SECONDS]
 set -uo pipefail
 PHASE=$1
 STOCK_KIT=$2
@@ -30,6 +35,13 @@ tolerance() { # test_qmm's and test_qmv_wide's loops outside pytest, every error
   NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
   LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':') PYTHONPATH=$K/mlx/python \
     timeout "$LIMIT" python3 bench/cuda_mlx_tolerance.py --out "$OUT/$1-tolerance.csv"
+  echo "rc $?"
+}
+wheel_tolerance() { # the stock wheels' pack unpacked as a site folder, its own GPU
+  local site=/tmp/cmx-wheel/site
+  mkdir -p "$site" && tar -xJf "$1" -C "$site" || return 1
+  ln -sfn "$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')" "$site/nvidia"
+  PYTHONPATH=$site timeout "$LIMIT" python3 bench/cuda_mlx_tolerance.py --out "$OUT/wheel-tolerance.csv"
   echo "rc $?"
 }
 # each_side_on_its_gpu STEP: STEP for stock and patched, one GPU each where
@@ -70,8 +82,22 @@ case $PHASE in
     each_side_on_its_gpu tolerance
     python3 bench/cuda_qmv_report.py --tolerance "$OUT"
     ;;
+  wheel-tolerance)
+    gpu=$(($(nvidia-smi -L | wc -l) - 1))
+    CUDA_VISIBLE_DEVICES=$gpu wheel_tolerance "$STOCK_KIT" >"$OUT/wheel-tolerance.txt" 2>&1 &
+    bash bench/cuda_mlx_build_device.sh "$PATCHED_KIT" /tmp/cmx-patched "$OUT/patched-build" \
+      --limit "$LIMIT" >"$OUT/patched-build.txt" 2>&1
+    echo "== patched build: $(grep -E '^ninja rc' "$OUT/patched-build.txt" || tail -1 "$OUT/patched-build.txt")"
+    CUDA_VISIBLE_DEVICES=0 tolerance patched >"$OUT/patched-tolerance.txt" 2>&1
+    wait
+    for side in wheel patched; do
+      echo "== $side"
+      cut -c1-240 "$OUT/$side-tolerance.txt" | head -60
+    done
+    python3 bench/cuda_qmv_report.py --tolerance "$OUT"
+    ;;
   *)
-    echo "unknown phase $PHASE (build, test or tolerance)" >&2
+    echo "unknown phase $PHASE (build, test, tolerance or wheel-tolerance)" >&2
     exit 2
     ;;
 esac
