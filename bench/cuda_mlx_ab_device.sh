@@ -15,7 +15,8 @@
 #          pack (bench/cuda_stock_wheels.py, mlx 0.32.1, whose
 #          backend/cuda/quantized is the pin's); its tolerance run takes GPU 1
 #          while the patched tree builds with every core, then the patched
-#          tolerance runs (the rows land as wheel-* and patched-*).
+#          tolerance runs (the rows land as wheel-* and patched-*);
+#          PATCHED_KIT "-" runs the wheels' side alone.
 # Kits: bench/cuda_mlx_kit.sh on a pinned checkout and on the patched one.
 # Usage: bench/cuda_mlx_ab_device.sh build|test|tolerance|wheel-tolerance STOCK_KIT PATCHED_KIT OUT [--limit SECONDS]
 set -uo pipefail
@@ -39,8 +40,16 @@ tolerance() { # test_qmm's and test_qmv_wide's loops outside pytest, every error
 }
 wheel_tolerance() { # the stock wheels' pack unpacked as a site folder, its own GPU
   local site=/tmp/cmx-wheel/site
+  local nv e
   mkdir -p "$site" && tar -xJf "$1" -C "$site" || return 1
-  ln -sfn "$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')" "$site/nvidia"
+  # The machine's nvidia packages give the libraries; their cu13/include
+  # lacks crt/ (mma.h includes crt/mma.h), which the wheels' JIT of qmm_sm90
+  # needs. So link everything but cu13/include: MLX then takes the toolkit's
+  # headers (CUDA_HOME, else /usr/local/cuda).
+  nv=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
+  mkdir -p "$site/nvidia/cu13"
+  for e in "$nv"/*; do [ "${e##*/}" = cu13 ] || ln -sfn "$e" "$site/nvidia/"; done
+  for e in "$nv"/cu13/*; do [ "${e##*/}" = include ] || ln -sfn "$e" "$site/nvidia/cu13/"; done
   PYTHONPATH=$site timeout "$LIMIT" python3 bench/cuda_mlx_tolerance.py --out "$OUT/wheel-tolerance.csv"
   echo "rc $?"
 }
@@ -85,6 +94,11 @@ case $PHASE in
   wheel-tolerance)
     gpu=$(($(nvidia-smi -L | wc -l) - 1))
     CUDA_VISIBLE_DEVICES=$gpu wheel_tolerance "$STOCK_KIT" >"$OUT/wheel-tolerance.txt" 2>&1 &
+    # PATCHED_KIT "-": the stock wheels only (a patched row at M <= 16 is
+    # stock qmv's M = 1 row, bench/cuda_qmv_device.sh's matrix shows it, so
+    # the wheels' max_err_M1 is the patched build's error there).
+    [ "$PATCHED_KIT" = - ] && { wait; cut -c1-240 "$OUT/wheel-tolerance.txt" | head -60;
+      python3 bench/cuda_qmv_report.py --tolerance "$OUT"; exit 0; }
     bash bench/cuda_mlx_build_device.sh "$PATCHED_KIT" /tmp/cmx-patched "$OUT/patched-build" \
       --limit "$LIMIT" >"$OUT/patched-build.txt" 2>&1
     echo "== patched build: $(grep -E '^ninja rc' "$OUT/patched-build.txt" || tail -1 "$OUT/patched-build.txt")"

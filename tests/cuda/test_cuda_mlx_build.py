@@ -199,21 +199,27 @@ def test_tolerance_script_reports_a_nudged_product(tmp_path: Path, mlx_python: s
 
 
 def test_tolerance_report_tells_which_side_fails(tmp_path: Path) -> None:
-    """cuda_qmv_report.py --tolerance: the subtests over tolerance on some side,
-    and per suite how many fail on which sides ("-" where a side did not get there)."""
+    """cuda_qmv_report.py --tolerance: the subtests over tolerance (or that
+    raised) on some side, or whose rows computed alone miss it, and per suite
+    how many fail on which sides ("-" where a side did not get there)."""
     import cuda_qmv_report
 
     head = ("suite,mode,group_size,bits,M,N,K,B,transposed,dtype,max_err,tol,ok,"
             "rows_identical_to_M1,max_err_M1\n")
 
-    def row(m: int, err: float) -> str:
-        return f"qmm,affine,64,4,{m},128,128,1,True,float16,{err},0.0015,{err < 0.0015},{m}/{m},{err}\n"
+    def row(m: int, err: float, err_1: float = 1e-4) -> str:
+        return f"qmm,affine,64,4,{m},128,128,1,True,float16,{err},0.0015,{err < 0.0015},{m}/{m},{err_1}\n"
 
-    (tmp_path / "stock-tolerance.csv").write_text(head + row(8, 1e-4) + row(32, 0.002) + row(33, 1e-4))
+    error = "qmm,affine,64,4,64,128,128,1,True,float16,,0.0015,error,,Failed to compile kernel\n"
+    (tmp_path / "stock-tolerance.csv").write_text(head + row(8, 1e-4) + row(32, 0.002) + row(33, 1e-4)
+                                                  + row(48, 1e-4, 0.002) + error)
     (tmp_path / "patched-tolerance.csv").write_text(head + row(8, 0.003) + row(32, 0.002))
     table = cuda_qmv_report.tolerance_table(tmp_path)
-    assert "| qmm | affine | 64 | 4 | 8 | 128 | 128 | 1 | True | float16 | 0.0015 | 0.003 FAIL (8/8) | 0.0001 (8/8) |" in table
-    assert "| 32 | 128 | 128 | 1 | True | float16 | 0.0015 | 0.002 FAIL (32/32) | 0.002 FAIL (32/32) |" in table
+    assert ("| qmm | affine | 64 | 4 | 8 | 128 | 128 | 1 | True | float16 | 0.0015 | 0.003 FAIL (8/8); "
+            "M=1 rows 0.0001 | 0.0001 (8/8); M=1 rows 0.0001 |") in table
+    assert "| 32 | 128 | 128 | 1 | True | float16 | 0.0015 | 0.002 FAIL (32/32); M=1 rows 0.0001 |" in table
     assert "| 33 |" not in table  # within tolerance everywhere
-    assert ("- qmm: 3 subtests (ran: patched 2, stock 3); over tolerance: 1 on patched only; "
-            "1 on every side") in table
+    assert "| 48 | 128 | 128 | 1 | True | float16 | 0.0015 | - | 0.0001 (48/48); M=1 rows 0.002 FAIL |" in table
+    assert "| 64 | 128 | 128 | 1 | True | float16 | 0.0015 | - | ERROR: Failed to compile kernel |" in table
+    assert ("- qmm: 5 subtests (ran: patched 2, stock 5); over tolerance or error: 1 on patched only; "
+            "1 on every side; 1 on stock only; M = 1 rows over tolerance: patched 0, stock 1") in table
