@@ -30,8 +30,13 @@ from pathlib import Path
 SHAPES = ["4096x14336", "14336x4096", "4096x4096"]
 
 
-def dispatch(bits: int, m: int) -> tuple[int, int, int, int]:
-    """(warps, rows, vectors, stages) of qmv.cu's dispatch_streamed_tile."""
+def dispatch(bits: int, m: int, k: int | None = None) -> tuple[int, int, int, int]:
+    """(warps, rows, vectors, stages) of qmv.cu's dispatch_streamed_tile; with
+    k, qmv_streamed's route before it: one vector of up to 4 bits (16-bit x)
+    on whole tiles of k <= 4096 goes to qmv_prefetch_kernel, which the
+    harness names V = 0 (2 warps, a ring of 2 tiles)."""
+    if k is not None and bits <= 4 and m == 1 and k <= 4096 and k % 512 == 0:
+        return (2, 1, 0, 2)
     if bits < 8:
         if m <= 1:
             return (8, 4, 1, 4)
@@ -228,7 +233,7 @@ def main(argv: list[str]) -> int:
         return min(c, key=lambda x: x[0]) if c else None
 
     def disp(shape, dt, bits, m):
-        a = t(shape, dt, bits, "streamed", m, dispatch(int(bits), m))
+        a = t(shape, dt, bits, "streamed", m, dispatch(int(bits), m, int(shape.split("x")[0])))
         return a if a is not None else t(shape, dt, bits, "streamed_auto", m)
 
     def f1(v):

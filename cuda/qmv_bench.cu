@@ -766,6 +766,7 @@ int main(int argc, char** argv) {
           for (const Variant& v : variants) {
             if (v.impl != EXPLICIT) continue;
             if (v.V >= 2 * m) continue;  // mostly idle vectors
+            if (v.V == 0 && m > 2) continue;  // qmv_prefetch_kernel: M = 1's
             double us = time_impl(v.impl, dtype, bits, sh, sets, x, out, m,
                                   st, v.R, v.V, v.G, v.D, reps);
             if (us < 0) continue;

@@ -61,8 +61,38 @@ int ENTRY(qmv)(const QmvArgs* a) {
 
 namespace {
 
+// qmv_prefetch_kernel: W warps, a ring of D tiles in registers, one row per
+// warp; whole tiles of k only.
+template <typename T, typename Q, int W, int D>
+int launch_prefetch(const QmvArgs& a) {
+  using Traits = cu::QmvStreamedTraits<T, Q, T>;
+  using Layout = typename Traits::template Layout<W, 1, 1, D, 64>;
+  if (!Traits::template supported<64>(a.x, a.w, a.scales, a.biases, a.k) ||
+      a.k % Layout::elems_per_warp != 0) {
+    return -2;
+  }
+  cu::launch_qmv_prefetch<W, D, 64, true>(
+      static_cast<const T*>(a.x),
+      static_cast<const Q*>(a.w),
+      static_cast<const T*>(a.scales),
+      static_cast<const T*>(a.biases),
+      nullptr,
+      static_cast<T*>(a.out),
+      a.m,
+      a.n,
+      a.k,
+      a.l,
+      a.broadcast_w,
+      QmvLauncher{a.stream});
+  return int(cudaGetLastError());
+}
+
+// V = 0: qmv_prefetch_kernel (R = 1).
 template <typename T, typename Q, int W, int R, int V, int D>
 int launch_streamed(const QmvArgs& a) {
+  if constexpr (V == 0) {
+    return launch_prefetch<T, Q, W, D>(a);
+  } else {
   using Traits = cu::QmvStreamedTraits<T, Q, T>;
   if (!Traits::template supported<64>(a.x, a.w, a.scales, a.biases, a.k)) {
     return -2;
@@ -87,14 +117,16 @@ int launch_streamed(const QmvArgs& a) {
         QmvLauncher{a.stream});
     return int(cudaGetLastError());
   }
+  }
 }
 
 // The (W, R, V, D) instantiations the harness can time: W warps per block, R
-// rows per warp, V vectors per block, a ring of D tiles (QMV_LEAN:
+// rows per warp, V vectors per block (0: qmv_prefetch_kernel, one vector
+// per warp), a ring of D tiles (QMV_LEAN:
 // one, for a quick compile check; the dispatch's own ones come through
 // qmv_streamed_auto).
 #ifdef QMV_LEAN
-#define QMV_STREAMED_CONFIGS(X) X(4, 2, 8, 3)
+#define QMV_STREAMED_CONFIGS(X) X(4, 2, 8, 3) X(4, 1, 0, 2)
 #else
 #define QMV_STREAMED_CONFIGS(X)                                        \
   X(4, 2, 1, 8) X(4, 4, 1, 8) X(8, 2, 1, 8) X(8, 1, 1, 8) X(16, 2, 1, 4) \
@@ -102,7 +134,8 @@ int launch_streamed(const QmvArgs& a) {
   X(4, 2, 2, 8) X(4, 4, 2, 4) X(8, 2, 2, 4) X(16, 2, 2, 2) X(8, 4, 2, 3)  \
   X(4, 4, 4, 4) X(8, 4, 4, 3) X(8, 4, 4, 2) X(4, 2, 4, 4) X(8, 2, 4, 4)  \
   X(2, 4, 4, 6) X(2, 2, 4, 8) X(4, 2, 8, 3) X(8, 2, 8, 3) X(8, 2, 8, 2)  \
-  X(4, 1, 16, 2) X(2, 4, 2, 8)
+  X(4, 1, 16, 2) X(2, 4, 2, 8) X(1, 1, 0, 2) X(2, 1, 0, 2) X(4, 1, 0, 2)  \
+  X(8, 1, 0, 2) X(4, 1, 0, 3) X(4, 1, 0, 4)
 #endif
 
 template <typename T, typename Q>

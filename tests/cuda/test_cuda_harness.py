@@ -203,6 +203,28 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
             assert picked in instantiated, picked
 
 
+def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Path) -> None:
+    """qmv_streamed sends one vector of up to 4 bits on whole tiles of
+    k <= 4096 to qmv_prefetch_kernel with 2 warps and a ring of 2 tiles: the
+    report's dispatch names that configuration (V = 0 in the harness) and
+    cuda/qmv_entry.cu instantiates it."""
+    import cuda_qmv_report
+
+    qmv = (patched_checkout / QMV).read_text()
+    route = qmv[qmv.index("void qmv_streamed(") :]
+    route = route[: route.index("dispatch_streamed_tile")]
+    assert "elems_per_thread == 16 && vecs == 1 && k <= 4096" in route
+    assert "launch_qmv_prefetch<2, 2, group_size, has_bias>(" in route
+    entry = (ROOT / "cuda" / "qmv_entry.cu").read_text()
+    listed = entry[entry.index("#define QMV_STREAMED_CONFIGS(X)", entry.index("#else")) :]
+    assert "X(2, 1, 0, 2)" in listed[: listed.index("#endif")]
+    assert cuda_qmv_report.dispatch(4, 1, 4096) == (2, 1, 0, 2)
+    assert cuda_qmv_report.dispatch(2, 1, 512) == (2, 1, 0, 2)
+    assert cuda_qmv_report.dispatch(4, 1, 14336) == cuda_qmv_report.dispatch(4, 1)
+    assert cuda_qmv_report.dispatch(8, 1, 4096) == cuda_qmv_report.dispatch(8, 1)
+    assert cuda_qmv_report.dispatch(4, 2, 4096) == cuda_qmv_report.dispatch(4, 2)
+
+
 def test_matrix_harness_covers_every_type_mlx_dispatches(pinned_checkout: Path) -> None:
     """cuda/qmv_matrix_entry.cu takes every weight type, group size and dtype
     that MLX's dispatch_quant_types and dispatch_element_types name at the
