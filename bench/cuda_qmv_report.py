@@ -33,9 +33,10 @@ SHAPES = ["4096x14336", "14336x4096", "4096x4096"]
 def dispatch(bits: int, m: int, k: int | None = None) -> tuple[int, int, int, int]:
     """(warps, rows, vectors, stages) of qmv.cu's dispatch_streamed_tile; with
     k, qmv_streamed's route before it: one vector of up to 4 bits (16-bit x)
-    on whole tiles of k <= 4096 goes to qmv_prefetch_kernel, which the
-    harness names V = 0 (2 warps, a ring of 2 tiles)."""
-    if k is not None and bits <= 4 and m == 1 and k <= 4096 and k % 512 == 0:
+    on rows of k <= 4096 (aligned as the harness's are) goes to
+    qmv_prefetch_kernel, which the harness names V = 0 (2 warps, a ring of 2
+    tiles)."""
+    if k is not None and bits <= 4 and m == 1 and k <= 4096:
         return (2, 1, 0, 2)
     if bits < 8:
         if m <= 1:

@@ -67,7 +67,7 @@ int stock_qmv_any(const QmvArgs* a);
 // increasing).
 int stock_qmv_other_order(const QmvArgs* a);
 // cu::qmv_streamed of the patched build as mlx::core::qmv picks it (-2 where
-// QmvStreamedTraits::supported refuses it: MLX then runs cu::qmv).
+// QmvStreamedTraits::takes refuses it: MLX then runs cu::qmv).
 int patched_qmv_streamed_any(const QmvArgs* a);
 
 // qmv_matrix --sweep only (built with -DQMV_MATRIX_SWEEP): the fp modes'

@@ -62,13 +62,11 @@ int ENTRY(qmv)(const QmvArgs* a) {
 namespace {
 
 // qmv_prefetch_kernel: W warps, a ring of D tiles in registers, one row per
-// warp; whole tiles of k only.
+// warp (any number of vectors: one per block row of the grid).
 template <typename T, typename Q, int W, int D>
 int launch_prefetch(const QmvArgs& a) {
   using Traits = cu::QmvStreamedTraits<T, Q, T>;
-  using Layout = typename Traits::template Layout<W, 1, 1, D, 64>;
-  if (!Traits::template supported<64>(a.x, a.w, a.scales, a.biases, a.k) ||
-      a.k % Layout::elems_per_warp != 0) {
+  if (!Traits::template prefetch_supported<64>(a.x, a.w, a.k)) {
     return -2;
   }
   cu::launch_qmv_prefetch<W, D, 64, true>(
@@ -153,8 +151,9 @@ int launch_streamed_wrvd(const QmvArgs& a, int W, int R, int V, int D) {
 
 int ENTRY(qmv_streamed_auto)(const QmvArgs* a) {
   return dispatch_types(*a, [&]<typename T, typename Q>() {
-    if (!cu::QmvStreamedTraits<T, Q, T>::template supported<64>(
-            a->x, a->w, a->scales, a->biases, a->k)) {
+    if (!cu::QmvStreamedTraits<T, Q, T>::template takes<64>(
+            a->x, a->w, a->scales, a->biases, a->m, a->k, a->l,
+            a->broadcast_w)) {
       return -2;
     }
     cu::qmv_streamed<64, true>(

@@ -206,8 +206,8 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
   return dispatch_any(*a, [&]<typename T, typename Q, typename S, int G>() {
     constexpr bool has_bias = !cutlass::has_negative_zero_v<Q>;
     auto [x, w, s, b, gs, out] = args_of<T, Q, S>(*a);
-    if (!cu::QmvStreamedTraits<T, Q, S>::template supported<G>(
-            x, w, s, b, a->k)) {
+    if (!cu::QmvStreamedTraits<T, Q, S>::template takes<G>(
+            x, w, s, b, a->m, a->k, a->l, a->broadcast_w)) {
       return -2;
     }
     cu::qmv_streamed<G, has_bias>(

@@ -204,17 +204,22 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
 
 
 def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Path) -> None:
-    """qmv_streamed sends one vector of up to 4 bits on whole tiles of
-    k <= 4096 to qmv_prefetch_kernel with 2 warps and a ring of 2 tiles: the
+    """qmv_streamed sends one vector that qmv_prefetch_kernel takes (16
+    elements a lane, k <= 4096) to it with 2 warps and a ring of 2 tiles, and
+    mlx::core::qmv asks QmvStreamedTraits::takes, which admits it: the
     report's dispatch names that configuration (V = 0 in the harness) and
     cuda/qmv_entry.cu instantiates it."""
     import cuda_qmv_report
 
     qmv = (patched_checkout / QMV).read_text()
+    traits = qmv[qmv.index("static bool prefetch_supported(") :]
+    assert "elems_per_thread != 16" in traits[: traits.index("static bool takes(")]
+    assert "k <= 4096" in traits[: traits.index("static bool takes(")]
     route = qmv[qmv.index("void qmv_streamed(") :]
     route = route[: route.index("dispatch_streamed_tile")]
-    assert "elems_per_thread == 16 && vecs == 1 && k <= 4096" in route
+    assert "vecs == 1 &&" in route and "prefetch_supported<group_size>(" in route
     assert "launch_qmv_prefetch<2, 2, group_size, has_bias>(" in route
+    assert "QmvStreamedTraits<T, Q, S>::template takes<group_size>(" in qmv
     entry = (ROOT / "cuda" / "qmv_entry.cu").read_text()
     listed = entry[entry.index("#define QMV_STREAMED_CONFIGS(X)", entry.index("#else")) :]
     assert "X(2, 1, 0, 2)" in listed[: listed.index("#endif")]
