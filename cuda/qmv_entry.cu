@@ -36,40 +36,10 @@ int dispatch_types(const QmvArgs& a, F&& f) {
   return -1;
 }
 
-} // namespace
-
-int ENTRY(qmv)(const QmvArgs* a) {
-  return dispatch_types(*a, [&]<typename T, typename Q>() {
-    cu::qmv<64, true>(
-        static_cast<const T*>(a->x),
-        static_cast<const Q*>(a->w),
-        static_cast<const T*>(a->scales),
-        static_cast<const T*>(a->biases),
-        nullptr,
-        static_cast<T*>(a->out),
-        a->m,
-        a->n,
-        a->k,
-        a->l,
-        a->broadcast_w,
-        QmvLauncher{a->stream});
-    return int(cudaGetLastError());
-  });
-}
-
-#ifdef QMV_HAVE_STREAMED
-
-namespace {
-
-// qmv_prefetch_kernel: W warps, a ring of D tiles in registers, one row per
-// warp (any number of vectors: one per block row of the grid).
-template <typename T, typename Q, int W, int D>
-int launch_prefetch(const QmvArgs& a) {
-  using Traits = cu::QmvStreamedTraits<T, Q, T>;
-  if (!Traits::template prefetch_supported<64>(a.x, a.w, a.k)) {
-    return -2;
-  }
-  cu::launch_qmv_prefetch<W, D, 64, true>(
+// Calls `launch` (a cu:: launcher) with the problem of `a` as T and Q.
+template <typename T, typename Q, typename F>
+int call_launcher(const QmvArgs& a, F&& launch) {
+  launch(
       static_cast<const T*>(a.x),
       static_cast<const Q*>(a.w),
       static_cast<const T*>(a.scales),
@@ -85,36 +55,45 @@ int launch_prefetch(const QmvArgs& a) {
   return int(cudaGetLastError());
 }
 
-// V = 0: qmv_prefetch_kernel (R = 1).
+} // namespace
+
+int ENTRY(qmv)(const QmvArgs* a) {
+  return dispatch_types(*a, [&]<typename T, typename Q>() {
+    return call_launcher<T, Q>(
+        *a, [](auto... args) { cu::qmv<64, true>(args...); });
+  });
+}
+
+#ifdef QMV_HAVE_STREAMED
+
+namespace {
+
+// qmv_streamed_kernel at (W, R, V, D); V = 0: qmv_prefetch_kernel (W warps,
+// a ring of D tiles in registers, one row per warp; R = 1).
 template <typename T, typename Q, int W, int R, int V, int D>
 int launch_streamed(const QmvArgs& a) {
-  if constexpr (V == 0) {
-    return launch_prefetch<T, Q, W, D>(a);
-  } else {
   using Traits = cu::QmvStreamedTraits<T, Q, T>;
-  if (!Traits::template supported<64>(a.x, a.w, a.scales, a.biases, a.k)) {
-    return -2;
-  }
-  using Layout = typename Traits::template Layout<W, R, V, D, 64>;
-  // Too much shared memory, or too few threads to copy a tile of x per pass.
-  if constexpr (Layout::bytes > 48 * 1024 || W < Layout::chunks) {
-    return -3;
+  if constexpr (V == 0) {
+    if (!Traits::template prefetch_supported<64>(a.x, a.w, a.k)) {
+      return -2;
+    }
+    return call_launcher<T, Q>(a, [](auto... args) {
+      cu::launch_qmv_prefetch<W, D, 64, true>(args...);
+    });
   } else {
-    cu::launch_qmv_streamed<W, R, V, D, 64, true>(
-        static_cast<const T*>(a.x),
-        static_cast<const Q*>(a.w),
-        static_cast<const T*>(a.scales),
-        static_cast<const T*>(a.biases),
-        nullptr,
-        static_cast<T*>(a.out),
-        a.m,
-        a.n,
-        a.k,
-        a.l,
-        a.broadcast_w,
-        QmvLauncher{a.stream});
-    return int(cudaGetLastError());
-  }
+    if (!Traits::template supported<64>(a.x, a.w, a.scales, a.biases, a.k)) {
+      return -2;
+    }
+    using Layout = typename Traits::template Layout<W, R, V, D, 64>;
+    // Too much shared memory, or too few threads to copy a tile of x per
+    // pass.
+    if constexpr (Layout::bytes > 48 * 1024 || W < Layout::chunks) {
+      return -3;
+    } else {
+      return call_launcher<T, Q>(a, [](auto... args) {
+        cu::launch_qmv_streamed<W, R, V, D, 64, true>(args...);
+      });
+    }
   }
 }
 
@@ -156,20 +135,8 @@ int ENTRY(qmv_streamed_auto)(const QmvArgs* a) {
             a->broadcast_w)) {
       return -2;
     }
-    cu::qmv_streamed<64, true>(
-        static_cast<const T*>(a->x),
-        static_cast<const Q*>(a->w),
-        static_cast<const T*>(a->scales),
-        static_cast<const T*>(a->biases),
-        nullptr,
-        static_cast<T*>(a->out),
-        a->m,
-        a->n,
-        a->k,
-        a->l,
-        a->broadcast_w,
-        QmvLauncher{a->stream});
-    return int(cudaGetLastError());
+    return call_launcher<T, Q>(
+        *a, [](auto... args) { cu::qmv_streamed<64, true>(args...); });
   });
 }
 
