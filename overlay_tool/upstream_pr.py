@@ -341,7 +341,7 @@ applies, M = 1 only), every quantization mode:
 
 | products | before | after |
 |---|---|---|
-| M * B = 1 | `qmv_kernel`, one warp per row | `qmv_streamed_kernel` (`qmv_prefetch_kernel` for rows of up to 4096 elements at up to 4 bits): the same bits, 0.43-0.70 of the time at 4 and 8 bits on an H200 (4096 x 14336 bf16 4-bit: 35.4 -> 17.8 us; 4096 x 4096: 12.0 -> 6.35 us) |
+| M * B = 1 | `qmv_kernel`, one warp per row | `qmv_streamed_kernel` (`qmv_prefetch_kernel` for rows of up to 4096 elements at up to 4 bits): the same bits, 0.43-0.70 of the time at 4 and 8 bits on an H200 (4096 x 14336 bf16 4-bit: 35.4 -> 17.8 us; 4096 x 4096: 12.0 -> 6.35 us), also where rows of scales are not a multiple of 4 bytes (K = 2880 at group 64; 2880 x 2880: 7.67 -> 4.84 us) |
 | 2 <= M * B < 8 | `qmv_kernel` once per vector: rows bitwise equal to M = 1, weights read M times | `qmv_streamed_kernel`: the same bits, weights read once (twice for M = 5..7 below 8 bits); M = 4: 129.8 -> 33.6 us (4-bit), 103.0 -> 34.4 us (8-bit) |
 | M * B >= 8 | `qmm_sm80` / `qmm_sm90` / `qmm_naive`: rows differ from M = 1 | unchanged (the mlx-overlay project keeps up to 16 vectors exact, outside this PR) |
 """,
