@@ -95,7 +95,7 @@ case $PHASE in
     gpu=$(($(nvidia-smi -L | wc -l) - 1))
     CUDA_VISIBLE_DEVICES=$gpu wheel_tolerance "$STOCK_KIT" >"$OUT/wheel-tolerance.txt" 2>&1 &
     # PATCHED_KIT "-": the stock wheels only (a patched row at M <= 16 is
-    # stock qmv's M = 1 row, bench/cuda_qmv_device.sh's matrix shows it, so
+    # stock qmv's M = 1 row, as bench/cuda_qmv_matrix_device.sh shows, so
     # the wheels' max_err_M1 is the patched build's error there).
     [ "$PATCHED_KIT" = - ] && { wait; cut -c1-240 "$OUT/wheel-tolerance.txt" | head -60;
       python3 bench/cuda_qmv_report.py --tolerance "$OUT"; exit 0; }

@@ -26,7 +26,7 @@ import mlx.core as mx
 import numpy as np
 
 HEADER = ("suite,mode,group_size,bits,M,N,K,B,transposed,dtype,max_err,tol,ok,"
-          "rows_identical_to_M1,max_err_M1")
+          "rows_identical_to_M1,max_err_M1,error")
 OK_COLUMN = HEADER.split(",").index("ok")
 
 
@@ -41,8 +41,8 @@ def _measure(suite: str, x: mx.array, w: mx.array, *, transposed: bool = True, m
     """One subtest: quantize w, multiply x by it, compare with x times the
     dequantized w (as the test does) and with each row of x multiplied alone.
     A subtest that raises (a kernel that does not compile there) is a row
-    whose `ok` is `error` and whose last column is the message's first line:
-    the loop goes on."""
+    whose `ok` is `error` and whose `error` is the message's first line: the
+    loop goes on."""
     M, K = x.shape[-2:]
     N = w.shape[-2] if transposed else w.shape[-1]
     B = x.size // (M * K)
@@ -64,8 +64,8 @@ def _measure(suite: str, x: mx.array, w: mx.array, *, transposed: bool = True, m
         same = np.all(_bits(y_q) == _bits(y_1), axis=-1)  # per row (and batch)
     except RuntimeError as e:
         message = (str(e).strip().splitlines() or [type(e).__name__])[0].replace(",", ";")
-        return f"{key},,{tol},error,,{message}"
-    return f"{key},{err:.6g},{tol},{err < tol},{int(same.sum())}/{same.size},{err_1:.6g}"
+        return f"{key},,{tol},error,,,{message}"
+    return f"{key},{err:.6g},{tol},{err < tol},{int(same.sum())}/{same.size},{err_1:.6g},"
 
 
 def qmm() -> Iterator[str]:

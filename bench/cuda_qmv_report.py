@@ -174,7 +174,7 @@ def tolerance_table(d: Path) -> str:
         if r is None:
             return "-"
         if r["ok"] == "error":
-            return f"ERROR: {r['max_err_M1'][:80]}"
+            return f"ERROR: {r.get('error', '')[:80]}"
         return (f"{r['max_err']}{' FAIL' if failed(name, key) else ''} ({r['rows_identical_to_M1']}); "
                 f"M=1 rows {r['max_err_M1']}{' FAIL' if m1_over(name, key) else ''}")
 

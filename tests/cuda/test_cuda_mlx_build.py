@@ -198,6 +198,33 @@ def test_tolerance_script_reports_a_nudged_product(tmp_path: Path, mlx_python: s
     assert all(float(r["max_err_M1"]) < float(r["tol"]) for r in rows)  # the rows alone are not nudged
 
 
+# A kernel that cannot be built there (the stock wheels' JIT of qmm_sm90
+# without crt/ headers, 2026-12-01): the subtest is an error row and the loop
+# goes on to the next one.
+RAISING = """
+import runpy, sys
+import mlx.core as mx
+def raising(x, *args, **kwargs):
+    raise RuntimeError("Failed to compile kernel: crt/mma.h, missing\\nmore")
+mx.quantized_matmul = raising
+sys.argv = ["cuda_mlx_tolerance.py"] + sys.argv[2:]
+runpy.run_path(SCRIPT, run_name="__main__")
+"""
+
+
+def test_tolerance_script_records_a_subtest_that_raises(tmp_path: Path, mlx_python: str) -> None:
+    out = tmp_path / "t.csv"
+    script = RAISING.replace("SCRIPT", repr(str(ROOT / "bench" / "cuda_mlx_tolerance.py")))
+    run = subprocess.run([mlx_python, "-c", script, "-", "--out", str(out), "--suite", "qmm", "--limit", "2"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "qmm: 2 subtests, 2 over tolerance or failed to run" in run.stdout
+    lines = out.read_text().splitlines()
+    rows = [dict(zip(lines[0].split(","), r.split(","))) for r in lines[1:]]
+    assert len(rows) == 2 and all(len(r) == len(lines[0].split(",")) for r in rows)
+    assert [(r["ok"], r["error"]) for r in rows] == [("error", "Failed to compile kernel: crt/mma.h; missing")] * 2
+
+
 def test_tolerance_report_tells_which_side_fails(tmp_path: Path) -> None:
     """cuda_qmv_report.py --tolerance: the subtests over tolerance (or that
     raised) on some side, or whose rows computed alone miss it, and per suite
@@ -205,12 +232,12 @@ def test_tolerance_report_tells_which_side_fails(tmp_path: Path) -> None:
     import cuda_qmv_report
 
     head = ("suite,mode,group_size,bits,M,N,K,B,transposed,dtype,max_err,tol,ok,"
-            "rows_identical_to_M1,max_err_M1\n")
+            "rows_identical_to_M1,max_err_M1,error\n")
 
     def row(m: int, err: float, err_1: float = 1e-4) -> str:
-        return f"qmm,affine,64,4,{m},128,128,1,True,float16,{err},0.0015,{err < 0.0015},{m}/{m},{err_1}\n"
+        return f"qmm,affine,64,4,{m},128,128,1,True,float16,{err},0.0015,{err < 0.0015},{m}/{m},{err_1},\n"
 
-    error = "qmm,affine,64,4,64,128,128,1,True,float16,,0.0015,error,,Failed to compile kernel\n"
+    error = "qmm,affine,64,4,64,128,128,1,True,float16,,0.0015,error,,,Failed to compile kernel\n"
     (tmp_path / "stock-tolerance.csv").write_text(head + row(8, 1e-4) + row(32, 0.002) + row(33, 1e-4)
                                                   + row(48, 1e-4, 0.002) + error)
     (tmp_path / "patched-tolerance.csv").write_text(head + row(8, 0.003) + row(32, 0.002))
