@@ -169,59 +169,44 @@ def test_tolerance_script_runs_mlx_s_loops_on_the_cpu(tmp_path: Path, mlx_python
         assert total == int(r["M"]) * int(r["B"]) and 0 <= same <= total
 
 
-# The negative control of the script's two comparisons: products of more than
-# one vector nudged (by 1e-2, past the tolerance, and changing every row's
-# bits) must be reported as over tolerance and with no row identical to M = 1.
-NUDGED = """
-import runpy, sys
-import mlx.core as mx
-plain = mx.quantized_matmul
-def nudged(x, *args, **kwargs):
-    y = plain(x, *args, **kwargs)
-    return y + 1e-2 if x.shape[-2] > 1 else y
-mx.quantized_matmul = nudged
-sys.argv = ["cuda_mlx_tolerance.py"] + sys.argv[2:]
-runpy.run_path(SCRIPT, run_name="__main__")
-"""
-
-
-def test_tolerance_script_reports_a_nudged_product(tmp_path: Path, mlx_python: str) -> None:
+def run_tolerance_with(replacement: str, tmp_path: Path, mlx_python: str) -> tuple[str, list[dict[str, str]]]:
+    """bench/cuda_mlx_tolerance.py --suite qmm --limit 2 with
+    mx.quantized_matmul replaced by the function `replacement` defines (as
+    `replaced`, given the original as `plain`): its output and CSV rows."""
     out = tmp_path / "t.csv"
-    script = NUDGED.replace("SCRIPT", repr(str(ROOT / "bench" / "cuda_mlx_tolerance.py")))
+    script = (f"import runpy, sys\nimport mlx.core as mx\nplain = mx.quantized_matmul\n{replacement}\n"
+              "mx.quantized_matmul = replaced\nsys.argv = ['cuda_mlx_tolerance.py'] + sys.argv[2:]\n"
+              f"runpy.run_path({str(ROOT / 'bench' / 'cuda_mlx_tolerance.py')!r}, run_name='__main__')\n")
     run = subprocess.run([mlx_python, "-c", script, "-", "--out", str(out), "--suite", "qmm", "--limit", "2"],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "qmm: 2 subtests, 2 over tolerance" in run.stdout
     lines = out.read_text().splitlines()
     rows = [dict(zip(lines[0].split(","), r.split(","))) for r in lines[1:]]
+    assert len(rows) == 2 and all(len(r) == len(lines[0].split(",")) for r in rows)
+    return run.stdout, rows
+
+
+def test_tolerance_script_reports_a_nudged_product(tmp_path: Path, mlx_python: str) -> None:
+    """The negative control of the script's two comparisons: products of more
+    than one vector nudged (by 1e-2, past the tolerance, and changing every
+    row's bits) are reported as over tolerance with no row identical to M = 1."""
+    stdout, rows = run_tolerance_with(
+        "def replaced(x, *args, **kwargs):\n"
+        "    y = plain(x, *args, **kwargs)\n"
+        "    return y + 1e-2 if x.shape[-2] > 1 else y", tmp_path, mlx_python)
+    assert "qmm: 2 subtests, 2 over tolerance" in stdout
     assert [(r["ok"], r["rows_identical_to_M1"]) for r in rows] == [("False", "0/8")] * 2
     assert all(float(r["max_err_M1"]) < float(r["tol"]) for r in rows)  # the rows alone are not nudged
 
 
-# A kernel that cannot be built there (the stock wheels' JIT of qmm_sm90
-# without crt/ headers, 2026-12-01): the subtest is an error row and the loop
-# goes on to the next one.
-RAISING = """
-import runpy, sys
-import mlx.core as mx
-def raising(x, *args, **kwargs):
-    raise RuntimeError("Failed to compile kernel: crt/mma.h, missing\\nmore")
-mx.quantized_matmul = raising
-sys.argv = ["cuda_mlx_tolerance.py"] + sys.argv[2:]
-runpy.run_path(SCRIPT, run_name="__main__")
-"""
-
-
 def test_tolerance_script_records_a_subtest_that_raises(tmp_path: Path, mlx_python: str) -> None:
-    out = tmp_path / "t.csv"
-    script = RAISING.replace("SCRIPT", repr(str(ROOT / "bench" / "cuda_mlx_tolerance.py")))
-    run = subprocess.run([mlx_python, "-c", script, "-", "--out", str(out), "--suite", "qmm", "--limit", "2"],
-                         capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "qmm: 2 subtests, 2 over tolerance or failed to run" in run.stdout
-    lines = out.read_text().splitlines()
-    rows = [dict(zip(lines[0].split(","), r.split(","))) for r in lines[1:]]
-    assert len(rows) == 2 and all(len(r) == len(lines[0].split(",")) for r in rows)
+    """A kernel that cannot be built there (the stock wheels' JIT of qmm_sm90
+    without crt/ headers, 2026-12-01): each subtest is an error row with the
+    message's first line, and the loop goes on."""
+    stdout, rows = run_tolerance_with(
+        "def replaced(x, *args, **kwargs):\n"
+        "    raise RuntimeError('Failed to compile kernel: crt/mma.h, missing\\nmore')", tmp_path, mlx_python)
+    assert "qmm: 2 subtests, 2 over tolerance or failed to run" in stdout
     assert [(r["ok"], r["error"]) for r in rows] == [("error", "Failed to compile kernel: crt/mma.h; missing")] * 2
 
 
