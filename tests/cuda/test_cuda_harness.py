@@ -213,11 +213,12 @@ def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Pat
 
     qmv = (patched_checkout / QMV).read_text()
     traits = qmv[qmv.index("static bool prefetch_supported(") :]
-    assert "elems_per_thread != 16" in traits[: traits.index("static bool takes(")]
-    assert "k <= 4096" in traits[: traits.index("static bool takes(")]
+    assert "elems_per_thread != 16" in traits[: traits.index("static bool prefetch(")]
+    chosen = traits[traits.index("static bool prefetch(") : traits.index("static bool takes(")]
+    assert "vecs == 1 && k <= 4096 && prefetch_supported<group_size>(" in chosen
     route = qmv[qmv.index("void qmv_streamed(") :]
     route = route[: route.index("dispatch_streamed_tile")]
-    assert "vecs == 1 &&" in route and "prefetch_supported<group_size>(" in route
+    assert "template prefetch<group_size>(" in route
     assert "launch_qmv_prefetch<2, 2, group_size, has_bias>(" in route
     assert "QmvStreamedTraits<T, Q, S>::template takes<group_size>(" in qmv
     entry = (ROOT / "cuda" / "qmv_entry.cu").read_text()
