@@ -30,14 +30,20 @@ from pathlib import Path
 SHAPES = ["4096x14336", "14336x4096", "4096x4096"]
 
 
-def dispatch(bits: int, m: int, k: int | None = None) -> tuple[int, int, int, int]:
+def dispatch(
+    bits: int, m: int, k: int | None = None, n: int | None = None
+) -> tuple[int, int, int, int]:
     """(warps, rows, vectors, stages) of qmv.cu's dispatch_streamed_tile; with
-    k, qmv_streamed's route before it: one vector of up to 4 bits (16-bit x)
-    on rows of k <= 4096 (aligned as the harness's are) goes to
-    qmv_prefetch_kernel, which the harness names V = 0 (2 warps, a ring of 2
-    tiles)."""
-    if k is not None and bits <= 4 and m == 1 and k <= 4096:
-        return (2, 1, 0, 2)
+    k (and n), qmv_streamed's route before it: up to 4 bits (16-bit x) on rows
+    of k <= 4096 (aligned as the harness's are), one vector, or up to 3 on
+    fewer than 2560 rows, go to qmv_prefetch_kernel, which the harness names
+    V = 0 (2 warps, a ring of 2 tiles). With n, 8-bit weights on fewer than
+    4096 rows take 2 rows per warp at M <= 2."""
+    if k is not None and bits <= 4 and k <= 4096:
+        if m == 1 or (n is not None and m <= 3 and n < 2560):
+            return (2, 1, 0, 2)
+    if bits >= 8 and n is not None and n < 4096 and m <= 2:
+        return (4, 2, m, 8)
     if bits < 8:
         if m <= 1:
             return (8, 4, 1, 4)
@@ -234,7 +240,8 @@ def main(argv: list[str]) -> int:
         return min(c, key=lambda x: x[0]) if c else None
 
     def disp(shape, dt, bits, m):
-        a = t(shape, dt, bits, "streamed", m, dispatch(int(bits), m, int(shape.split("x")[0])))
+        k, n = (int(v) for v in shape.split("x"))
+        a = t(shape, dt, bits, "streamed", m, dispatch(int(bits), m, k, n))
         return a if a is not None else t(shape, dt, bits, "streamed_auto", m)
 
     def f1(v):

@@ -371,7 +371,9 @@ static double time_read(const ReadConfig& c, const Sets& sets, size_t w_bytes,
 
 // --time DTYPE,BITS,K,N W,R,V,D,M ...: on weight sets rotated beyond the L2
 // as in the sweep, the read roofline of the M = 1 product (best grid shape),
-// stock M = 1 and each listed configuration (W = 0: the dispatch), as CSV
+// stock at M = 1 and at each other M listed (what MLX runs for M vectors
+// where the streamed kernel does not), and each listed configuration (W = 0:
+// the dispatch), as CSV
 // rows (appended to DIR/cuda_qmv_time.csv with --out DIR). Nothing is checked:
 // the parity runs check these kernels.
 static int time_configs(int argc, char** argv, const std::string& outdir,
@@ -446,6 +448,7 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
   row("stock_qmv", 0, 0, 0, 0, 1,
       time_impl(STOCK, dtype, bits, sh, sets, x, out, 1, st, 0, 0, 0, 0, reps));
   int rc = 0;
+  bool stock_timed[17] = {false, true};
   for (int i = 1; i < argc; ++i) {
     int W, R, V, D, M;
     if (sscanf(argv[i], "%d,%d,%d,%d,%d", &W, &R, &V, &D, &M) != 5 || M < 1 ||
@@ -453,6 +456,12 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
       fprintf(stderr, "qmv_bench: --time %s: expected W,R,V,D,M (M 1..16)\n",
               argv[i]);
       return 2;
+    }
+    if (!stock_timed[M]) {
+      stock_timed[M] = true;
+      row("stock_qmv", 0, 0, 0, 0, M,
+          time_impl(STOCK, dtype, bits, sh, sets, x, out, M, st, 0, 0, 0, 0,
+                    reps));
     }
     double us = W == 0 ? time_impl(AUTO, dtype, bits, sh, sets, x, out, M, st,
                                    0, 0, 0, 0, reps)

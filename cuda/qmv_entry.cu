@@ -84,7 +84,7 @@ int launch_streamed(const QmvArgs& a) {
     if (!Traits::template supported<64>(a.x, a.w, a.scales, a.biases, a.k)) {
       return -2;
     }
-    using Layout = typename Traits::template Layout<W, R, V, D, 64>;
+    using Layout = typename Traits::template Layout<W, R, V, D, 64, true>;
     // Too much shared memory, or too few threads to copy a tile of x per
     // pass.
     if constexpr (Layout::bytes > 48 * 1024 || W < Layout::chunks) {
@@ -131,7 +131,7 @@ int launch_streamed_wrvd(const QmvArgs& a, int W, int R, int V, int D) {
 int ENTRY(qmv_streamed_auto)(const QmvArgs* a) {
   return dispatch_types(*a, [&]<typename T, typename Q>() {
     if (!cu::QmvStreamedTraits<T, Q, T>::template takes<64>(
-            a->x, a->w, a->scales, a->biases, a->m, a->k, a->l,
+            a->x, a->w, a->scales, a->biases, a->m, a->n, a->k, a->l,
             a->broadcast_w)) {
       return -2;
     }

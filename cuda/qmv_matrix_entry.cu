@@ -207,7 +207,7 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
     constexpr bool has_bias = !cutlass::has_negative_zero_v<Q>;
     auto [x, w, s, b, gs, out] = args_of<T, Q, S>(*a);
     if (!cu::QmvStreamedTraits<T, Q, S>::template takes<G>(
-            x, w, s, b, a->m, a->k, a->l, a->broadcast_w)) {
+            x, w, s, b, a->m, a->n, a->k, a->l, a->broadcast_w)) {
       return -2;
     }
     cu::qmv_streamed<G, has_bias>(

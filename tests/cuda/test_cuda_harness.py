@@ -107,7 +107,8 @@ def test_cuda_row_test_runs_up_to_the_vectors_qmv_serves(
                       (patched_checkout / QUANTIZED).read_text()).groups()
     assert limits == route == ("7", "16")
     assert 'os.environ.get("MLX_QMV_WIDE", "0") not in ("", "0")' in test
-    ks = re.search(r"\[(\d+), (\d+)\],  # K", test).groups()
+    ks = re.search(r"# K:[^\[]*\[([\d, ]+)\]", test).group(1).split(", ")
+    assert len(ks) == 3, ks
     ns = re.search(r"\[(\d+), (\d+), (\d+)\],  # N", test).groups()
     matrix = (ROOT / "cuda" / "qmv_matrix.cu").read_text()
     shapes = matrix[matrix.index("const int shapes[][2]") :]
@@ -151,7 +152,7 @@ def test_streamed_kernel_takes_ragged_k_and_the_harness_checks_it() -> None:
     streamed = added[added.index("void qmv_streamed_impl(") :]
     assert "bool has_residue_k" in added
     assert "k % L::elems_per_warp == 0" not in added  # v7's refusal
-    assert "dispatch_bool(k % Layout::elems_per_warp" in streamed
+    assert "dispatch_bool(k % elems_per_warp" in streamed
     bench = (ROOT / "cuda" / "qmv_bench.cu").read_text()
     assert '"--ragged"' in bench
     for shape in ("{2048, 3840, false}", "{2048, 3968, false}", "{15360, 3840, true}"):
@@ -160,8 +161,8 @@ def test_streamed_kernel_takes_ragged_k_and_the_harness_checks_it() -> None:
 
 def kernel_dispatch(qmv_cu: str) -> dict[int, list[tuple[str, tuple[int, ...]]]]:
     """dispatch_streamed_tile of a qmv.cu, read back: for bits < 8 (key 4)
-    and >= 8 (key 8), its chain of (condition on m, (W, R, V, S))."""
-    start = qmv_cu.index("void dispatch_streamed_tile(int m, F&& f) {")
+    and >= 8 (key 8), its chain of (condition on m and n, (W, R, V, S))."""
+    start = qmv_cu.index("void dispatch_streamed_tile(int m, int n, F&& f) {")
     body = qmv_cu[start : qmv_cu.index("\n}\n", start)]
     narrow, wide = body.split("if constexpr (bits < 8) {", 1)[1].split("\n  } else {\n", 1)
     step = re.compile(
@@ -194,18 +195,22 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
     assert len(chains[4]) >= 2 and len(chains[8]) >= 2, chains
     for bits in (2, 4, 8):
         for m in range(1, 17):
-            picked = next(
-                cfg
-                for cond, cfg in chains[4 if bits < 8 else 8]
-                if eval(cond.replace("&&", " and ").replace("||", " or "), {}, {"m": m})
-            )
-            assert cuda_qmv_report.dispatch(bits, m) == picked, (bits, m)
-            assert picked in instantiated, picked
+            for n in (2048, 4096, 14336):
+                names = {"m": m, "n": n}
+                picked = next(
+                    cfg
+                    for cond, cfg in chains[4 if bits < 8 else 8]
+                    if eval(cond.replace("&&", " and ").replace("||", " or "), {}, names)
+                )
+                # k = 8192: past the single-vector route
+                assert cuda_qmv_report.dispatch(bits, m, 8192, n) == picked, (bits, m, n)
+                assert picked in instantiated, picked
 
 
 def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Path) -> None:
     """qmv_streamed sends one vector that qmv_prefetch_kernel takes (16
-    elements a lane, k <= 4096) to it with 2 warps and a ring of 2 tiles, and
+    elements a lane, k <= 4096), or up to 3 on fewer than 2560 rows, to it
+    with 2 warps and a ring of 2 tiles, and
     mlx::core::qmv asks QmvStreamedTraits::takes, which admits it: the
     report's dispatch names that configuration (V = 0 in the harness) and
     cuda/qmv_entry.cu instantiates it."""
@@ -215,7 +220,8 @@ def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Pat
     traits = qmv[qmv.index("static bool prefetch_supported(") :]
     assert "elems_per_thread != 16" in traits[: traits.index("static bool prefetch(")]
     chosen = traits[traits.index("static bool prefetch(") : traits.index("static bool takes(")]
-    assert "vecs == 1 && k <= 4096 && prefetch_supported<group_size>(" in chosen
+    assert "(vecs == 1 || (vecs <= 3 && n < 2560)) && k <= 4096 &&" in chosen
+    assert "prefetch_supported<group_size>(x, w, k)" in chosen
     route = qmv[qmv.index("void qmv_streamed(") :]
     route = route[: route.index("dispatch_streamed_tile")]
     assert "template prefetch<group_size>(" in route
@@ -229,6 +235,11 @@ def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Pat
     assert cuda_qmv_report.dispatch(4, 1, 14336) == cuda_qmv_report.dispatch(4, 1)
     assert cuda_qmv_report.dispatch(8, 1, 4096) == cuda_qmv_report.dispatch(8, 1)
     assert cuda_qmv_report.dispatch(4, 2, 4096) == cuda_qmv_report.dispatch(4, 2)
+    assert cuda_qmv_report.dispatch(4, 2, 4096, 14336) == cuda_qmv_report.dispatch(4, 2)
+    assert cuda_qmv_report.dispatch(4, 3, 1024, 2048) == (2, 1, 0, 2)
+    assert cuda_qmv_report.dispatch(4, 4, 1024, 2048) == cuda_qmv_report.dispatch(4, 4)
+    assert cuda_qmv_report.dispatch(8, 2, 1024, 2048) == (4, 2, 2, 8)
+    assert cuda_qmv_report.dispatch(8, 2, 1024, 4096) == cuda_qmv_report.dispatch(8, 2)
 
 
 def test_matrix_harness_covers_every_type_mlx_dispatches(pinned_checkout: Path) -> None:

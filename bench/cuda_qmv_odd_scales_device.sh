@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# One device call for scale rows that are not a multiple of 4 bytes (issue 7):
+# gpt-oss's K = 2880 (45 groups of 64), SmolLM2's 960 and 576 (15 and 9).
+#   1. parity of the matrix's part for those K (qmv_matrix --odd-only), then
+#      the same under compute-sanitizer memcheck (scales and biases are
+#      allocated to their exact size there, so a copy that read past a row's
+#      last scale would be reported); skipped with the reason where the
+#      machine's runtime has no sanitizer;
+#   2. the whole configuration matrix, no timing (the ragged shapes' copies
+#      changed with these);
+#   3. the ragged sweep (qmv_bench --quick --ragged), and the dispatch against
+#      stock at M = 1, 2, 4, 8, 16 on the real models' shapes and on two
+#      reference shapes (K = 3840: rows aligned to 8 bytes, with a residue;
+#      K = 4096: whole tiles), bf16 and fp16, 4 and 8 bits.
+# Run from the project root.
+#   C: folder holding qmv_bench and qmv_matrix (`bench/cuda_qmv.py build`);
+#   OUT: where the logs, CSVs and env.txt go.
+# Usage: bench/cuda_qmv_odd_scales_device.sh C OUT
+set -uo pipefail
+C=$1; O=$2
+mkdir -p "$O/odd" "$O/sanitizer" "$O/matrix" "$O/ragged" "$O/time"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem \
+  --format=csv > "$O/env.txt" 2>&1
+date -u >> "$O/env.txt"
+cat "$O/env.txt"
+status=0
+
+"$C/qmv_matrix" --odd-only --out "$O/odd" > "$O/odd/stdout.txt" 2>&1 || status=1
+grep -E "^(device|MATRIX|MISMATCH)" "$O/odd/stdout.txt"
+
+if command -v compute-sanitizer > /dev/null; then
+  timeout 300 compute-sanitizer --tool memcheck --print-limit 20 \
+    "$C/qmv_matrix" --odd-only --out "$O/sanitizer" \
+    > "$O/sanitizer/stdout.txt" 2>&1
+  echo "compute-sanitizer rc $?"
+  grep -E "^(MATRIX|=========)" "$O/sanitizer/stdout.txt" | tail -8
+else
+  echo "SKIPPED compute-sanitizer: not on this machine" | tee "$O/sanitizer/stdout.txt"
+fi
+
+bash bench/cuda_qmv_matrix_device.sh "$C" "$O/matrix" --no-time || status=1
+"$C/qmv_bench" --quick --ragged --out "$O/ragged" > "$O/ragged/stdout.txt" 2>&1 || status=1
+grep -E "PARITY|MISMATCH" "$O/ragged/stdout.txt" | head -5
+
+for shape in 2880,2880 2880,5760 960,2560 576,1536 3840,15360 4096,14336; do
+  for bits in 4 8; do
+    for dtype in 0 1; do
+      "$C/qmv_bench" --out "$O/time" --time "$dtype,$bits,$shape" \
+        0,0,0,0,1 0,0,0,0,2 0,0,0,0,4 0,0,0,0,8 0,0,0,0,16 \
+        > /dev/null 2>> "$O/time/stderr.txt" || status=1
+    done
+  done
+done
+python3 - "$O/time/cuda_qmv_time.csv" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+stock = {(r["shape"], r["dtype"], r["bits"], r["M"]): float(r["us"])
+         for r in rows if r["impl"] == "stock_qmv"}
+for r in rows:
+    if r["impl"] != "streamed_auto":
+        continue
+    key = (r["shape"], r["dtype"], r["bits"], r["M"])
+    s, s1 = stock[key], stock[key[:3] + ("1",)]
+    print(f"{r['shape']:>10} {r['dtype']} {r['bits']}-bit M={r['M']:>2}: "
+          f"stock {s:7.2f} us, dispatch {float(r['us']):7.2f} us "
+          f"({s / float(r['us']):.2f}x; stock M=1 {s1:.2f})")
+EOF
+echo "status $status"
+exit $status
