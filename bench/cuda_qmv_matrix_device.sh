@@ -9,10 +9,8 @@
 set -uo pipefail
 C=$1; O=$2; shift 2
 mkdir -p "$O"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem \
-  --format=csv > "$O/env.txt" 2>&1
-date -u >> "$O/env.txt"
-cat "$O/env.txt"
+. "$(dirname "$0")/cuda_device_env.sh"
+record_env "$O"
 "$C/qmv_matrix" --out "$O" "$@" > "$O/stdout.txt" 2>&1
 rc=$?
 grep -E "^(device|MATRIX|CONTROL|MISMATCH|timing|bf16|fp16)" "$O/stdout.txt"

@@ -19,10 +19,8 @@
 set -uo pipefail
 C=$1; O=$2
 mkdir -p "$O/odd" "$O/sanitizer" "$O/matrix" "$O/ragged" "$O/time"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem \
-  --format=csv > "$O/env.txt" 2>&1
-date -u >> "$O/env.txt"
-cat "$O/env.txt"
+. "$(dirname "$0")/cuda_device_env.sh"
+record_env "$O"
 status=0
 
 "$C/qmv_matrix" --odd-only --out "$O/odd" > "$O/odd/stdout.txt" 2>&1 || status=1

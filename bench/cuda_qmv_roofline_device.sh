@@ -11,10 +11,8 @@ set -uo pipefail
 C=$1; O=$2; shift 2
 MS=${*:-1 4}
 mkdir -p "$O"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem \
-  --format=csv > "$O/env.txt" 2>&1
-date -u >> "$O/env.txt"
-cat "$O/env.txt"
+. "$(dirname "$0")/cuda_device_env.sh"
+record_env "$O"
 rc=0
 for shape in 4096,14336 14336,4096 4096,4096; do
   for dtype in 0 1; do

@@ -11,10 +11,8 @@
 set -uo pipefail
 C=$1; O=$2; BITS=${3:-4}
 mkdir -p "$O"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem \
-  --format=csv > "$O/env.txt" 2>&1
-date -u >> "$O/env.txt"
-cat "$O/env.txt"
+. "$(dirname "$0")/cuda_device_env.sh"
+record_env "$O"
 
 # W,R,V,D candidates per M (all in qmv_bench's QMV_STREAMED_CONFIGS).
 declare -A CANDIDATES=(

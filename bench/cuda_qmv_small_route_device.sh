@@ -11,10 +11,8 @@
 set -uo pipefail
 C=$1; O=$2
 mkdir -p "$O"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem \
-  --format=csv > "$O/env.txt" 2>&1
-date -u >> "$O/env.txt"
-cat "$O/env.txt"
+. "$(dirname "$0")/cuda_device_env.sh"
+record_env "$O"
 status=0
 for shape in 512,1536 576,1536 960,2560 1024,1024 1024,4096 2048,2048 \
     2048,8192 2880,2880; do
