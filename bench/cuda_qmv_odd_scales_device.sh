@@ -9,7 +9,8 @@
 #   2. the whole configuration matrix, no timing (the ragged shapes' copies
 #      changed with these);
 #   3. the ragged sweep (qmv_bench --quick --ragged), and the dispatch against
-#      stock at M = 1, 2, 4, 8, 16 on the real models' shapes and on two
+#      stock at M = 1, 2, 4, 8, 16 on the real models' shapes (gpt-oss-20b's
+#      attention: K x N = 2880 x 4096, 2880 x 512, 4096 x 2880) and on two
 #      reference shapes (K = 3840: rows aligned to 8 bytes, with a residue;
 #      K = 4096: whole tiles), bf16 and fp16, 4 and 8 bits.
 # Run from the project root.
@@ -40,7 +41,8 @@ bash bench/cuda_qmv_matrix_device.sh "$C" "$O/matrix" --no-time || status=1
 "$C/qmv_bench" --quick --ragged --out "$O/ragged" > "$O/ragged/stdout.txt" 2>&1 || status=1
 grep -E "PARITY|MISMATCH" "$O/ragged/stdout.txt" | head -5
 
-for shape in 2880,2880 2880,5760 960,2560 576,1536 3840,15360 4096,14336; do
+for shape in 2880,2880 2880,5760 960,2560 576,1536 2880,4096 2880,512 \
+    4096,2880 3840,15360 4096,14336; do
   for bits in 4 8; do
     for dtype in 0 1; do
       "$C/qmv_bench" --out "$O/time" --time "$dtype,$bits,$shape" \

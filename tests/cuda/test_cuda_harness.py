@@ -209,7 +209,8 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
 
 def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Path) -> None:
     """qmv_streamed sends one vector that qmv_prefetch_kernel takes (16
-    elements a lane, k <= 4096), or up to 3 on fewer than 2560 rows, to it
+    elements a lane, k <= 4096), or up to 3 on fewer than 2560 rows (4 on
+    up to 1024), to it
     with 2 warps and a ring of 2 tiles, and
     mlx::core::qmv asks QmvStreamedTraits::takes, which admits it: the
     report's dispatch names that configuration (V = 0 in the harness) and
@@ -220,7 +221,8 @@ def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Pat
     traits = qmv[qmv.index("static bool prefetch_supported(") :]
     assert "elems_per_thread != 16" in traits[: traits.index("static bool prefetch(")]
     chosen = traits[traits.index("static bool prefetch(") : traits.index("static bool takes(")]
-    assert "(vecs == 1 || (vecs <= 3 && n < 2560)) && k <= 4096 &&" in chosen
+    assert "bool few_rows = (vecs <= 3 && n < 2560) || (vecs <= 4 && n <= 1024);" in chosen
+    assert "return (vecs == 1 || few_rows) && k <= 4096 &&" in chosen
     assert "prefetch_supported<group_size>(x, w, k)" in chosen
     route = qmv[qmv.index("void qmv_streamed(") :]
     route = route[: route.index("dispatch_streamed_tile")]
@@ -238,6 +240,8 @@ def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Pat
     assert cuda_qmv_report.dispatch(4, 2, 4096, 14336) == cuda_qmv_report.dispatch(4, 2)
     assert cuda_qmv_report.dispatch(4, 3, 1024, 2048) == (2, 1, 0, 2)
     assert cuda_qmv_report.dispatch(4, 4, 1024, 2048) == cuda_qmv_report.dispatch(4, 4)
+    assert cuda_qmv_report.dispatch(4, 4, 2880, 1024) == (2, 1, 0, 2)
+    assert cuda_qmv_report.dispatch(4, 5, 2880, 512) == cuda_qmv_report.dispatch(4, 5)
     assert cuda_qmv_report.dispatch(8, 2, 1024, 2048) == (4, 2, 2, 8)
     assert cuda_qmv_report.dispatch(8, 2, 1024, 4096) == cuda_qmv_report.dispatch(8, 2)
 
