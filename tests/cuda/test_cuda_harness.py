@@ -209,9 +209,8 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
 
 def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Path) -> None:
     """qmv_streamed sends one vector that qmv_prefetch_kernel takes (16
-    elements a lane, k <= 4096), or up to 3 on fewer than 2560 rows (4 on
-    up to 1024), to it
-    with 2 warps and a ring of 2 tiles, and
+    elements a lane, k <= 4096), or up to 3 on fewer than 2560 rows (4 on up
+    to 1024), to it with 2 warps and a ring of 2 tiles, and
     mlx::core::qmv asks QmvStreamedTraits::takes, which admits it: the
     report's dispatch names that configuration (V = 0 in the harness) and
     cuda/qmv_entry.cu instantiates it."""
