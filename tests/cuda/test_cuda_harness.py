@@ -370,6 +370,36 @@ def test_harness_compiles_host_side(harness_build: Path) -> None:
         assert " T qmv_probe" in syms and " T qmv_probe_error" in syms
 
 
+@pytest.mark.integration
+@pytest.mark.slow
+def test_patched_qmv_cu_compiles_whole(patched_checkout: Path, tmp_path: Path) -> None:
+    """The harness compiles only qmv.cu's cu namespace, so MLX's host side of
+    it (mlx::core::qmv, which calls QmvStreamedTraits::takes) is compiled
+    nowhere else here: nvcc's front end (--cuda: host and device C++, every
+    dispatched instantiation) on the patched file, and on a copy with a
+    wrong call, which must fail."""
+    inputs = _nvcc_inputs()
+    if isinstance(inputs, str):
+        _missing(inputs)
+    nvcc, headers, fmt = inputs
+
+    def front_end(src: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [nvcc, *cuda_qmv.NVFLAGS, *cuda_qmv.ARCH, f"-I{fmt}", f"-I{headers / 'cccl'}",
+             f"-I{patched_checkout}", "-isystem", str(headers), "--cuda", str(src),
+             "-o", str(tmp_path / f"{src.stem}.ii")],
+            capture_output=True, text=True)
+
+    good = front_end(patched_checkout / QMV)
+    assert good.returncode == 0, good.stderr[-2000:]
+    src = (patched_checkout / QMV).read_text()
+    broken = tmp_path / "qmv_broken.cu"
+    broken.write_text(src.replace("template takes<group_size>(",
+                                  "template takes<group_size>(undeclared_name, ", 1))
+    bad = front_end(broken)
+    assert bad.returncode != 0 and "undeclared_name" in bad.stderr, bad.stderr[-2000:]
+
+
 def _gpu_compute_cap() -> str:
     smi = shutil.which("nvidia-smi")
     if not smi:
