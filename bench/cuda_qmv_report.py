@@ -35,13 +35,15 @@ def dispatch(
 ) -> tuple[int, int, int, int]:
     """(warps, rows, vectors, stages) of qmv.cu's dispatch_streamed_tile; with
     k (and n), qmv_streamed's route before it: up to 4 bits (16-bit x) on
-    rows of k <= 4096 (aligned as the harness's are), one vector, or up to 3
-    on fewer than 2560 rows (4 on up to 1024), go to qmv_prefetch_kernel,
-    which the harness names V = 0 (2 warps, a ring of 2 tiles). With n,
-    8-bit weights on fewer than 4096 rows take 2 rows per warp at M <= 2."""
-    if k is not None and bits <= 4 and k <= 4096:
+    rows aligned as the harness's are, one vector on rows of k <= 4096 or on
+    n <= 8192 rows, or up to 3 on fewer than 2560 rows (4 on up to 1024) of
+    k <= 4096, go to qmv_prefetch_kernel, which the harness names V = 0
+    (2 warps, a ring of 2 tiles). With n, 8-bit weights on fewer than 4096
+    rows take 2 rows per warp at M <= 2."""
+    if k is not None and bits <= 4:
+        one_vector = m == 1 and (k <= 4096 or (n is not None and n <= 8192))
         few_rows = n is not None and ((m <= 3 and n < 2560) or (m <= 4 and n <= 1024))
-        if m == 1 or few_rows:
+        if one_vector or (few_rows and k <= 4096):
             return (2, 1, 0, 2)
     if bits >= 8 and n is not None and n < 4096 and m <= 2:
         return (4, 2, m, 8)

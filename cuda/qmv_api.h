@@ -24,7 +24,15 @@ struct QmvArgs {
   // *_any only: 0 = affine, 1 = mxfp4, 2 = mxfp8, 3 = nvfp4 (QMV_MODE_*).
   int mode;
   const float* global_scale;  // nvfp4 only; may be null
+  // The streamed ring kernel's last wave (launch_qmv_streamed's full_blocks;
+  // qmv_streamed at an explicit (W, R, V, D), and patched_qmv_streamed_any):
+  // QMV_TAIL_PICKED as MLX picks it, QMV_TAIL_NONE every block at full size,
+  // QMV_TAIL_HALF the last half of the row blocks at half size (forced, to
+  // check those blocks on any device).
+  int tail;
 };
+
+enum { QMV_TAIL_PICKED = 0, QMV_TAIL_NONE = 1, QMV_TAIL_HALF = 2 };
 
 enum { QMV_AFFINE = 0, QMV_MXFP4 = 1, QMV_MXFP8 = 2, QMV_NVFP4 = 3 };
 

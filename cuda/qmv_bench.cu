@@ -76,6 +76,8 @@ struct Sets {
 };
 
 static const int kGroup = 64;
+// QmvArgs::tail of the launches make_args describes.
+static int g_tail = QMV_TAIL_PICKED;
 
 static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
                          const void* s, const void* b, void* out, int m,
@@ -95,6 +97,7 @@ static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
   a.l = 1;
   a.broadcast_w = true;
   a.stream = st;
+  a.tail = g_tail;
   return a;
 }
 
@@ -369,11 +372,12 @@ static double time_read(const ReadConfig& c, const Sets& sets, size_t w_bytes,
   });
 }
 
-// --time DTYPE,BITS,K,N W,R,V,D,M ...: on weight sets rotated beyond the L2
-// as in the sweep, the read roofline of the M = 1 product (best grid shape),
-// stock at M = 1 and at each other M listed (what MLX runs for M vectors
-// where the streamed kernel does not), and each listed configuration (W = 0:
-// the dispatch), as CSV
+// --time DTYPE,BITS,K,N W,R,V,D,M[,T] ...: on weight sets rotated beyond the
+// L2 as in the sweep, the read roofline of the M = 1 product (best grid
+// shape), stock at M = 1 and at each other M listed (what MLX runs for M
+// vectors where the streamed kernel does not), and each listed configuration
+// (W = 0: the dispatch; T = 1: every block at full size, impl
+// streamed_no_tail, else the last wave as the launch picks it), as CSV
 // rows (appended to DIR/cuda_qmv_time.csv with --out DIR). Nothing is checked:
 // the parity runs check these kernels.
 static int time_configs(int argc, char** argv, const std::string& outdir,
@@ -450,10 +454,13 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
   int rc = 0;
   bool stock_timed[17] = {false, true};
   for (int i = 1; i < argc; ++i) {
-    int W, R, V, D, M;
-    if (sscanf(argv[i], "%d,%d,%d,%d,%d", &W, &R, &V, &D, &M) != 5 || M < 1 ||
-        M > 16) {
-      fprintf(stderr, "qmv_bench: --time %s: expected W,R,V,D,M (M 1..16)\n",
+    int W, R, V, D, M, T = QMV_TAIL_PICKED;
+    int fields = sscanf(argv[i], "%d,%d,%d,%d,%d,%d", &W, &R, &V, &D, &M, &T);
+    if (fields < 5 || M < 1 || M > 16 ||
+        (T != QMV_TAIL_PICKED && T != QMV_TAIL_NONE)) {
+      fprintf(stderr,
+              "qmv_bench: --time %s: expected W,R,V,D,M[,T] (M 1..16; T 1: "
+              "no half-size blocks in the last wave)\n",
               argv[i]);
       return 2;
     }
@@ -463,12 +470,17 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
           time_impl(STOCK, dtype, bits, sh, sets, x, out, M, st, 0, 0, 0, 0,
                     reps));
     }
+    g_tail = T;
     double us = W == 0 ? time_impl(AUTO, dtype, bits, sh, sets, x, out, M, st,
                                    0, 0, 0, 0, reps)
                        : time_impl(EXPLICIT, dtype, bits, sh, sets, x, out, M,
                                    st, R, V, W, D, reps);
+    g_tail = QMV_TAIL_PICKED;
     if (us < 0) rc = 1;
-    row(W == 0 ? "streamed_auto" : "streamed", W, R, V, D, M, us);
+    row(W == 0                  ? "streamed_auto"
+        : T == QMV_TAIL_NONE    ? "streamed_no_tail"
+                                : "streamed",
+        W, R, V, D, M, us);
   }
   fclose(csv);
   sets.release();
@@ -490,7 +502,7 @@ int main(int argc, char** argv) {
              "  --profile: launch stock M=1 and each streamed configuration\n"
              "  once (for ncu), no checks; DTYPE 0 = bf16, 1 = fp16;\n"
              "  W = 0 means the dispatch (qmv_streamed_auto)\n"
-             "       qmv_bench [--out DIR] [--quick] --time DTYPE,BITS,K,N W,R,V,D,M ...\n"
+             "       qmv_bench [--out DIR] [--quick] --time DTYPE,BITS,K,N W,R,V,D,M[,T] ...\n"
              "  --time: time the read roofline, stock M=1 and each\n"
              "  configuration on rotated weights (CSV; no checks)\n");
       return 0;
@@ -671,6 +683,7 @@ int main(int argc, char** argv) {
         struct Variant {
           Impl impl;
           int R, V, G, D;
+          int tail = QMV_TAIL_PICKED;
         };
         std::vector<Variant> variants = {{STOCK, 0, 0, 0, 0},
                                          {PATCHED_QMV, 0, 0, 0, 0},
@@ -679,15 +692,23 @@ int main(int argc, char** argv) {
         // ring); W goes in the G field.
         int wrvd[64][4];
         int configs = std::min(64, patched_qmv_streamed_configs(wrvd, 64));
-        for (int c = 0; c < configs; ++c)
+        for (int c = 0; c < configs; ++c) {
           variants.push_back(
               {EXPLICIT, wrvd[c][1], wrvd[c][2], wrvd[c][0], wrvd[c][3]});
+          // The ring's half-size blocks, forced on the last half of the row
+          // blocks (the launch picks them only for some grids and devices).
+          if (wrvd[c][2] > 0 && wrvd[c][1] % 2 == 0)
+            variants.push_back({EXPLICIT, wrvd[c][1], wrvd[c][2], wrvd[c][0],
+                                wrvd[c][3], QMV_TAIL_HALF});
+        }
         int mismatched_launches = 0, unsupported_launches = 0;
         for (const Variant& v : variants) {
           for (int m = 1; m <= kMaxM; ++m) {
             CK(cudaMemsetAsync(out, 0xFF, out_elems * 2, st));
+            g_tail = v.tail;
             QmvArgs a = make_args(dtype, bits, x, sets.w[0], sets.s[0],
                                   sets.b[0], out, m, sh.n, sh.k, st);
+            g_tail = QMV_TAIL_PICKED;
             int rc = launch(v.impl, a, v.R, v.V, v.G, v.D);
             if (rc == -3) continue;  // does not fit in shared memory
             if (rc == -2 && v.impl != STOCK && v.impl != PATCHED_QMV) {
@@ -713,10 +734,10 @@ int main(int argc, char** argv) {
             if (bad) {
               mismatched_launches++;
               all_ok = false;
-              logf("MISMATCH %s %s %d-bit %s R=%d V=%d G=%d D=%d M=%d: %zu of "
-                   "%zu outputs differ from stock M=1\n",
-                   label, dname, bits, impl_name(v.impl), v.R, v.V, v.G, v.D, m,
-                   bad, size_t(m) * sh.n);
+              logf("MISMATCH %s %s %d-bit %s R=%d V=%d G=%d D=%d tail=%d M=%d: "
+                   "%zu of %zu outputs differ from stock M=1\n",
+                   label, dname, bits, impl_name(v.impl), v.R, v.V, v.G, v.D,
+                   v.tail, m, bad, size_t(m) * sh.n);
             }
           }
         }
@@ -773,7 +794,7 @@ int main(int argc, char** argv) {
         for (int m : ms_explicit) {
           best[m] = 1e30;
           for (const Variant& v : variants) {
-            if (v.impl != EXPLICIT) continue;
+            if (v.impl != EXPLICIT || v.tail != QMV_TAIL_PICKED) continue;
             if (v.V >= 2 * m) continue;  // mostly idle vectors
             if (v.V == 0 && m > 2) continue;  // qmv_prefetch_kernel: M = 1's
             double us = time_impl(v.impl, dtype, bits, sh, sets, x, out, m,

@@ -215,9 +215,12 @@ static void parity(int dtype, const QType& q, int n, int k, Tally& t,
     CK(cudaMemcpyAsync(h_ref.data(), ref, size_t(l) * m * row_bytes,
                        cudaMemcpyDeviceToHost, st));
   };
-  auto check = [&](int m, int l, bool broadcast) {
+  // tail: QMV_TAIL_PICKED (the launch as MLX makes it) or QMV_TAIL_HALF (the
+  // last half of the ring's row blocks at half size, whatever the device).
+  auto check = [&](int m, int l, bool broadcast, int tail) {
     CK(cudaMemsetAsync(out, 0xFF, out_bytes, st));
     QmvArgs a = p.args(out, m, l, broadcast, 0, 0, st);
+    a.tail = tail;
     int rc = patched_qmv_streamed_any(&a);
     const char* status = "ok";
     size_t bad = 0, cnt = size_t(l) * m * n;
@@ -245,13 +248,18 @@ static void parity(int dtype, const QType& q, int n, int k, Tally& t,
              label.c_str(), m, l, int(broadcast), bad, cnt);
       }
     }
-    fprintf(g_csv, "%s,%s,%d,%d,%d,%d,%d,%d,%d,streamed,%zu,%zu,%s\n",
+    fprintf(g_csv, "%s,%s,%d,%d,%d,%d,%d,%d,%d,%s,%zu,%zu,%s\n",
             kDtypeNames[dtype], q.name().c_str(), q.bits, q.group, k, n, l,
-            int(broadcast), m, cnt, bad, status);
+            int(broadcast), m,
+            tail == QMV_TAIL_HALF ? "streamed_half_tail" : "streamed", cnt,
+            bad, status);
   };
 
   reference(kMaxM, 1, true);
-  for (int m = 1; m <= kMaxM; ++m) check(m, 1, true);
+  for (int m = 1; m <= kMaxM; ++m) {
+    check(m, 1, true, QMV_TAIL_PICKED);
+    check(m, 1, true, QMV_TAIL_HALF);
+  }
   // Negative control at M = 16, B = 1.
   {
     CK(cudaMemsetAsync(out, 0xFF, out_bytes, st));
@@ -280,7 +288,8 @@ static void parity(int dtype, const QType& q, int n, int k, Tally& t,
   for (bool broadcast : {false, true})
     for (int m : {1, 2, 3, 5, 16}) {
       reference(m, L, broadcast);
-      check(m, L, broadcast);
+      check(m, L, broadcast, QMV_TAIL_PICKED);
+      check(m, L, broadcast, QMV_TAIL_HALF);
     }
   fflush(g_csv);
   cudaFree(ref);

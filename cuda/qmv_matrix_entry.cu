@@ -12,7 +12,23 @@
 #include QMV_KERNELS
 #include "qmv_api.h"
 
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <tuple>
+
+namespace mlx::core {
+
+// CHECK_CUDA_ERROR (cuda_utils.h) reports through this, defined in libmlx,
+// which the harness does not link.
+void check_cuda_error(const char* name, cudaError_t err) {
+  if (err != cudaSuccess) {
+    fprintf(stderr, "%s failed: %s\n", name, cudaGetErrorString(err));
+    abort();
+  }
+}
+
+} // namespace mlx::core
 
 namespace mlx::core::cu_matrix {
 
@@ -210,9 +226,35 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
             x, w, s, b, a->m, a->n, a->k, a->l, a->broadcast_w)) {
       return -2;
     }
-    cu::qmv_streamed<G, has_bias>(
-        x, w, s, b, gs, out, a->m, a->n, a->k, a->l, a->broadcast_w,
-        QmvLauncher{a->stream});
+    using Traits = cu::QmvStreamedTraits<T, Q, S>;
+    if (a->tail == QMV_TAIL_PICKED ||
+        Traits::template prefetch<G>(
+            x, w, a->m, a->n, a->k, a->l, a->broadcast_w)) {
+      cu::qmv_streamed<G, has_bias>(
+          x, w, s, b, gs, out, a->m, a->n, a->k, a->l, a->broadcast_w,
+          QmvLauncher{a->stream});
+    } else if constexpr (Traits::template Layout<1, 1, 1, 2, G>::
+                             supported_types) {
+      // The ring configuration qmv_streamed picks, with the last wave as
+      // a->tail sets it.
+      int vecs = a->broadcast_w ? a->m * a->l : a->m;
+      cu::dispatch_streamed_tile<cute::sizeof_bits_v<Q>>(
+          vecs, a->n, [&](auto warps, auto rows, auto vecs, auto stages) {
+            int rows_per_block = warps.value * rows.value;
+            int full_blocks = a->tail == QMV_TAIL_NONE
+                ? INT_MAX
+                : (a->n + rows_per_block - 1) / rows_per_block / 2;
+            cu::launch_qmv_streamed<
+                warps.value,
+                rows.value,
+                vecs.value,
+                stages.value,
+                G,
+                has_bias>(
+                x, w, s, b, gs, out, a->m, a->n, a->k, a->l, a->broadcast_w,
+                QmvLauncher{a->stream}, full_blocks);
+          });
+    }
     return int(cudaGetLastError());
   });
 }
@@ -247,8 +289,9 @@ int patched_qmv_streamed_cfg(const QmvArgs* a, int W, int R, int V, int D) {
             S>;
         int m = a->m, n = a->n, k = a->k;
         bool bw = true;
-        void* args[] = {&x, &w, &s, &b, &gs, &out, &m, &n, &k, &bw};
         dim3 grid((n + w_ * r_ - 1) / (w_ * r_), (m + v_ - 1) / v_, 1);
+        int full_blocks = grid.x;
+        void* args[] = {&x, &w, &s, &b, &gs, &out, &m, &n, &k, &bw, &full_blocks};
         QmvLauncher{a->stream}(
             reinterpret_cast<void*>(kernel), grid, dim3(WARP_SIZE, w_), args,
             L::bytes);

@@ -159,6 +159,42 @@ def test_streamed_kernel_takes_ragged_k_and_the_harness_checks_it() -> None:
         assert shape in bench, shape
 
 
+def test_last_wave_runs_half_size_blocks_and_the_harness_checks_both() -> None:
+    """The ring's last partial wave (at most half a wave, one row of blocks,
+    two or more blocks per multiprocessor) is run as twice as many blocks of
+    half as many rows per warp; the kernel takes the first such block as an
+    argument. The harness forces those
+    blocks on every instantiated configuration and on the matrix (any
+    device), and times each dispatch configuration with and without them."""
+    qmv = cuda_qmv.file_section(cuda_patch().read_text(), QMV)
+    assert qmv is not None
+    added = "\n".join(ln[1:] for ln in qmv.splitlines() if ln.startswith("+"))
+    kernel = added[added.index("__global__ void qmv_streamed_kernel(") :]
+    kernel = kernel[: kernel.index("\n}\n")]
+    assert "int full_blocks) {" in kernel
+    assert "if constexpr (rows_per_warp % 2 == 0) {" in kernel
+    assert "qmv_streamed_half_impl<" in kernel
+    half = added[added.index("__device__ __noinline__ void qmv_streamed_half_impl(") :]
+    half = half[: half.index("\n}\n")]
+    assert "rows_per_warp / 2," in half  # out of line: no registers added
+    split = added[added.index("int qmv_streamed_full_blocks(") :]
+    split = split[: split.index("\n}\n")]
+    assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in split
+    assert "blocks_per_sm < 2 || row_blocks <= wave || 2 * last > wave" in split
+    launch = added[added.index("void launch_qmv_streamed(") :]
+    assert "num_blocks.y * num_blocks.z == 1" in launch
+    assert "&full};" in launch
+    bench = (ROOT / "cuda" / "qmv_bench.cu").read_text()
+    assert "wrvd[c][3], QMV_TAIL_HALF});" in bench
+    assert '"streamed_no_tail"' in bench
+    matrix = (ROOT / "cuda" / "qmv_matrix.cu").read_text()
+    assert matrix.count("QMV_TAIL_HALF);") == 2  # B = 1 and B = 3
+    entry = (ROOT / "cuda" / "qmv_matrix_entry.cu").read_text()
+    assert "&bw, &full_blocks}" in entry  # the sweep's direct launch
+    script = (ROOT / "bench" / "cuda_qmv_tail_device.sh").read_text()
+    assert '{m},0", f"{w},{r},{v},{d},{m},1"' in script
+
+
 def kernel_dispatch(qmv_cu: str) -> dict[int, list[tuple[str, tuple[int, ...]]]]:
     """dispatch_streamed_tile of a qmv.cu, read back: for bits < 8 (key 4)
     and >= 8 (key 8), its chain of (condition on m and n, (W, R, V, S))."""
@@ -209,8 +245,8 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
 
 def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Path) -> None:
     """qmv_streamed sends one vector that qmv_prefetch_kernel takes (16
-    elements a lane, k <= 4096), or up to 3 on fewer than 2560 rows (4 on up
-    to 1024), to it with 2 warps and a ring of 2 tiles, and
+    elements a lane, k <= 4096 or n <= 8192), or up to 3 on fewer than 2560
+    rows (4 on up to 1024) of k <= 4096, to it with 2 warps and a ring of 2 tiles, and
     mlx::core::qmv asks QmvStreamedTraits::takes, which admits it: the
     report's dispatch names that configuration (V = 0 in the harness) and
     cuda/qmv_entry.cu instantiates it."""
@@ -220,8 +256,9 @@ def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Pat
     traits = qmv[qmv.index("static bool prefetch_supported(") :]
     assert "elems_per_thread != 16" in traits[: traits.index("static bool prefetch(")]
     chosen = traits[traits.index("static bool prefetch(") : traits.index("static bool takes(")]
+    assert "bool one_vector = vecs == 1 && (k <= 4096 || n <= 8192);" in chosen
     assert "bool few_rows = (vecs <= 3 && n < 2560) || (vecs <= 4 && n <= 1024);" in chosen
-    assert "return (vecs == 1 || few_rows) && k <= 4096 &&" in chosen
+    assert "return (one_vector || (few_rows && k <= 4096)) &&" in chosen
     assert "prefetch_supported<group_size>(x, w, k)" in chosen
     route = qmv[qmv.index("void qmv_streamed(") :]
     route = route[: route.index("dispatch_streamed_tile")]
@@ -234,6 +271,9 @@ def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Pat
     assert cuda_qmv_report.dispatch(4, 1, 4096) == (2, 1, 0, 2)
     assert cuda_qmv_report.dispatch(2, 1, 512) == (2, 1, 0, 2)
     assert cuda_qmv_report.dispatch(4, 1, 14336) == cuda_qmv_report.dispatch(4, 1)
+    assert cuda_qmv_report.dispatch(4, 1, 14336, 4096) == (2, 1, 0, 2)
+    assert cuda_qmv_report.dispatch(4, 1, 14336, 14336) == cuda_qmv_report.dispatch(4, 1)
+    assert cuda_qmv_report.dispatch(4, 2, 8192, 2048) == cuda_qmv_report.dispatch(4, 2)
     assert cuda_qmv_report.dispatch(8, 1, 4096) == cuda_qmv_report.dispatch(8, 1)
     assert cuda_qmv_report.dispatch(4, 2, 4096) == cuda_qmv_report.dispatch(4, 2)
     assert cuda_qmv_report.dispatch(4, 2, 4096, 14336) == cuda_qmv_report.dispatch(4, 2)

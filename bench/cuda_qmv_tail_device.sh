@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# One device call for the ring's last wave (issue 7): launch_qmv_streamed runs
+# the rows of a partial last wave of at most half the device's blocks as twice
+# as many blocks of half as many rows per warp (qmv_streamed_full_blocks).
+#   parity: the ragged sweep and the quick sweep (qmv_bench --quick [--ragged];
+#     every instantiated (W, R, V, D) also with the last half of its row blocks
+#     forced to half size, QMV_TAIL_HALF), the configuration matrix (B = 1
+#     and B = 3 also forced), no timing, and its part for unaligned scale rows
+#     (K = 2880, 960, 576) under compute-sanitizer memcheck;
+#   time: the dispatch's configuration at M = 1, 2, 3, 4, 6, 8, 12, 16 with the
+#     last wave as picked (impl streamed) and with every block at full size
+#     (streamed_no_tail), beside stock at the same M, on shapes whose waves
+#     split (4096 x 14336: 3.39 waves of 8-row blocks; 5120 x 13824, 4096 x
+#     6144, 3584 x 18944) and on ones that do not (14336 x 4096 and
+#     4096 x 4096: one wave; 2880 x 4096); bf16 and fp16, 4 and 8 bits.
+# Run from the project root.
+#   C: folder holding qmv_bench and qmv_matrix (`bench/cuda_qmv.py build`);
+#   OUT: where the logs, CSVs and env.txt go.
+# Usage: bench/cuda_qmv_tail_device.sh C OUT [parity] [time]
+set -uo pipefail
+C=$1; O=$2; shift 2
+parts=${*:-parity time}
+. "$(dirname "$0")/cuda_device_env.sh"
+record_env "$O"
+status=0
+
+if [[ " $parts " == *" parity "* ]]; then
+  mkdir -p "$O/ragged" "$O/quick" "$O/matrix" "$O/sanitizer"
+  "$C/qmv_bench" --quick --ragged --out "$O/ragged" > "$O/ragged/stdout.txt" 2>&1 || status=1
+  grep -E "PARITY|MISMATCH" "$O/ragged/stdout.txt" | head -5
+  "$C/qmv_bench" --quick --out "$O/quick" > "$O/quick/stdout.txt" 2>&1 || status=1
+  grep -E "PARITY|MISMATCH" "$O/quick/stdout.txt" | head -5
+  bash bench/cuda_qmv_matrix_device.sh "$C" "$O/matrix" --no-time || status=1
+  if command -v compute-sanitizer > /dev/null; then
+    timeout 300 compute-sanitizer --tool memcheck --print-limit 20 \
+      "$C/qmv_matrix" --odd-only --out "$O/sanitizer" \
+      > "$O/sanitizer/stdout.txt" 2>&1
+    echo "compute-sanitizer rc $?"
+    grep -E "^(MATRIX|=========)" "$O/sanitizer/stdout.txt" | tail -8
+  else
+    echo "SKIPPED compute-sanitizer: not on this machine" | tee "$O/sanitizer/stdout.txt"
+  fi
+fi
+
+if [[ " $parts " == *" time "* ]]; then
+  mkdir -p "$O/time"
+  for shape in 4096,14336 5120,13824 4096,6144 3584,18944 14336,4096 4096,4096 \
+      2880,4096; do
+    for bits in 4 8; do
+      for dtype in 0 1; do
+        k=${shape%,*}; n=${shape#*,}
+        configs=$(python3 - "$bits" "$k" "$n" <<'EOF'
+import sys
+sys.path.insert(0, "bench")
+from cuda_qmv_report import dispatch
+bits, k, n = map(int, sys.argv[1:])
+out = []
+for m in (1, 2, 3, 4, 6, 8, 12, 16):
+    w, r, v, d = dispatch(bits, m, k, n)
+    out.append(f"0,0,0,0,{m}")
+    if v > 0:
+        out += [f"{w},{r},{v},{d},{m},0", f"{w},{r},{v},{d},{m},1"]
+print(" ".join(out))
+EOF
+)
+        "$C/qmv_bench" --out "$O/time" --time "$dtype,$bits,$shape" $configs \
+          > /dev/null 2>> "$O/time/stderr.txt" || status=1
+      done
+    done
+  done
+  python3 - "$O/time/cuda_qmv_time.csv" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+key = lambda r: (r["shape"], r["dtype"], r["bits"], r["M"])
+stock = {key(r): float(r["us"]) for r in rows if r["impl"] == "stock_qmv"}
+split = {key(r): float(r["us"]) for r in rows if r["impl"] == "streamed"}
+whole = {key(r): float(r["us"]) for r in rows if r["impl"] == "streamed_no_tail"}
+for r in rows:
+    if r["impl"] != "streamed_auto":
+        continue
+    k = key(r)
+    s1 = stock[k[:3] + ("1",)]
+    line = (f"{r['shape']:>10} {r['dtype']} {r['bits']}-bit M={r['M']:>2}: "
+            f"stock {stock[k]:7.2f} (M=1 {s1:6.2f}) dispatch {float(r['us']):7.2f}")
+    if k in whole:
+        line += (f" | ring picked {split[k]:7.2f} whole {whole[k]:7.2f}"
+                 f" ({whole[k] / split[k]:.3f}x)")
+    print(line)
+EOF
+fi
+echo "status $status"
+exit $status
