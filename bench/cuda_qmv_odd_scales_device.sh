@@ -27,15 +27,7 @@ status=0
 "$C/qmv_matrix" --odd-only --out "$O/odd" > "$O/odd/stdout.txt" 2>&1 || status=1
 grep -E "^(device|MATRIX|MISMATCH)" "$O/odd/stdout.txt"
 
-if command -v compute-sanitizer > /dev/null; then
-  timeout 300 compute-sanitizer --tool memcheck --print-limit 20 \
-    "$C/qmv_matrix" --odd-only --out "$O/sanitizer" \
-    > "$O/sanitizer/stdout.txt" 2>&1
-  echo "compute-sanitizer rc $?"
-  grep -E "^(MATRIX|=========)" "$O/sanitizer/stdout.txt" | tail -8
-else
-  echo "SKIPPED compute-sanitizer: not on this machine" | tee "$O/sanitizer/stdout.txt"
-fi
+memcheck_odd_scales "$C" "$O/sanitizer"
 
 bash bench/cuda_qmv_matrix_device.sh "$C" "$O/matrix" --no-time || status=1
 "$C/qmv_bench" --quick --ragged --out "$O/ragged" > "$O/ragged/stdout.txt" 2>&1 || status=1

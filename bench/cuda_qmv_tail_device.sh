@@ -31,15 +31,7 @@ if [[ " $parts " == *" parity "* ]]; then
   "$C/qmv_bench" --quick --out "$O/quick" > "$O/quick/stdout.txt" 2>&1 || status=1
   grep -E "PARITY|MISMATCH" "$O/quick/stdout.txt" | head -5
   bash bench/cuda_qmv_matrix_device.sh "$C" "$O/matrix" --no-time || status=1
-  if command -v compute-sanitizer > /dev/null; then
-    timeout 300 compute-sanitizer --tool memcheck --print-limit 20 \
-      "$C/qmv_matrix" --odd-only --out "$O/sanitizer" \
-      > "$O/sanitizer/stdout.txt" 2>&1
-    echo "compute-sanitizer rc $?"
-    grep -E "^(MATRIX|=========)" "$O/sanitizer/stdout.txt" | tail -8
-  else
-    echo "SKIPPED compute-sanitizer: not on this machine" | tee "$O/sanitizer/stdout.txt"
-  fi
+  memcheck_odd_scales "$C" "$O/sanitizer"
 fi
 
 if [[ " $parts " == *" time "* ]]; then

@@ -6,27 +6,13 @@
 //   -DQMV_KERNELS='"<extracted>.cuh"' [-DQMV_HAVE_STREAMED] -c qmv_entry.cu
 #include QMV_KERNELS
 #include "qmv_api.h"
+#include "qmv_mlx_support.cuh"
 
 #define QMV_CAT2(a, b) a##b
 #define QMV_CAT(a, b) QMV_CAT2(a, b)
 #define ENTRY(name) QMV_CAT(QMV_PREFIX, name)
 
 #include <climits>
-#include <cstdio>
-#include <cstdlib>
-
-namespace mlx::core {
-
-// CHECK_CUDA_ERROR (cuda_utils.h) reports through this, defined in libmlx,
-// which the harness does not link.
-void check_cuda_error(const char* name, cudaError_t err) {
-  if (err != cudaSuccess) {
-    fprintf(stderr, "%s failed: %s\n", name, cudaGetErrorString(err));
-    abort();
-  }
-}
-
-} // namespace mlx::core
 
 namespace {
 

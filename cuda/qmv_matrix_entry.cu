@@ -11,24 +11,10 @@
 //          -DQMV_HAVE_STREAMED -c qmv_matrix_entry.cu
 #include QMV_KERNELS
 #include "qmv_api.h"
+#include "qmv_mlx_support.cuh"
 
 #include <climits>
-#include <cstdio>
-#include <cstdlib>
 #include <tuple>
-
-namespace mlx::core {
-
-// CHECK_CUDA_ERROR (cuda_utils.h) reports through this, defined in libmlx,
-// which the harness does not link.
-void check_cuda_error(const char* name, cudaError_t err) {
-  if (err != cudaSuccess) {
-    fprintf(stderr, "%s failed: %s\n", name, cudaGetErrorString(err));
-    abort();
-  }
-}
-
-} // namespace mlx::core
 
 namespace mlx::core::cu_matrix {
 
