@@ -211,6 +211,42 @@ def tolerance_table(d: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+def tail_configs(bits: int, k: int, n: int) -> str:
+    """qmv_bench --time arguments for bench/cuda_qmv_tail_device.sh: at M = 1,
+    2, 3, 4, 6, 8, 12, 16 the dispatch, and its ring configuration with the
+    last wave as picked (T = 0) and with every block at full size (T = 1)."""
+    out = []
+    for m in (1, 2, 3, 4, 6, 8, 12, 16):
+        w, r, v, d = dispatch(bits, m, k, n)
+        out.append(f"0,0,0,0,{m}")
+        if v > 0:
+            out += [f"{w},{r},{v},{d},{m},0", f"{w},{r},{v},{d},{m},1"]
+    return " ".join(out)
+
+
+def tail_report(path: Path) -> str:
+    """One line per product of a qmv_bench --time CSV: stock at M and at
+    M = 1, the dispatch, and where timed both ways the ring with the last wave
+    as picked and whole (whole / picked: above 1, the split is faster)."""
+    rows = list(csv.DictReader(open(path)))
+
+    def times(impl: str) -> dict[tuple[str, ...], float]:
+        return {(r["shape"], r["dtype"], r["bits"], r["M"]): float(r["us"])
+                for r in rows if r["impl"] == impl}
+
+    stock, split, whole = times("stock_qmv"), times("streamed"), times("streamed_no_tail")
+    out = []
+    for key, us in times("streamed_auto").items():
+        shape, dtype, bits, m = key
+        line = (f"{shape:>10} {dtype} {bits}-bit M={m:>2}: stock {stock[key]:7.2f} "
+                f"(M=1 {stock[key[:3] + ('1',)]:6.2f}) dispatch {us:7.2f}")
+        if key in whole:
+            line += (f" | ring picked {split[key]:7.2f} whole {whole[key]:7.2f}"
+                     f" ({whole[key] / split[key]:.3f}x)")
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[1] == "--tolerance":
         print(tolerance_table(Path(argv[2])), end="")
@@ -223,6 +259,12 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) == 3 and argv[1] == "--roofline":
         print(roofline_table(Path(argv[2])), end="")
+        return 0
+    if len(argv) == 3 and argv[1] == "--tail":
+        print(tail_report(Path(argv[2])), end="")
+        return 0
+    if len(argv) == 5 and argv[1] == "--tail-configs":
+        print(tail_configs(*(int(a) for a in argv[2:])))
         return 0
     d = Path(argv[1])
     rows = list(csv.DictReader(open(d / "cuda_qmv_timing.csv")))

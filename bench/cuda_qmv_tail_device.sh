@@ -41,44 +41,14 @@ if [[ " $parts " == *" time "* ]]; then
     for bits in 4 8; do
       for dtype in 0 1; do
         k=${shape%,*}; n=${shape#*,}
-        configs=$(python3 - "$bits" "$k" "$n" <<'EOF'
-import sys
-sys.path.insert(0, "bench")
-from cuda_qmv_report import dispatch
-bits, k, n = map(int, sys.argv[1:])
-out = []
-for m in (1, 2, 3, 4, 6, 8, 12, 16):
-    w, r, v, d = dispatch(bits, m, k, n)
-    out.append(f"0,0,0,0,{m}")
-    if v > 0:
-        out += [f"{w},{r},{v},{d},{m},0", f"{w},{r},{v},{d},{m},1"]
-print(" ".join(out))
-EOF
-)
+        configs=$(python3 bench/cuda_qmv_report.py --tail-configs "$bits" "$k" "$n")
         "$C/qmv_bench" --out "$O/time" --time "$dtype,$bits,$shape" $configs \
           > /dev/null 2>> "$O/time/stderr.txt" || status=1
       done
     done
   done
-  python3 - "$O/time/cuda_qmv_time.csv" <<'EOF'
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-key = lambda r: (r["shape"], r["dtype"], r["bits"], r["M"])
-stock = {key(r): float(r["us"]) for r in rows if r["impl"] == "stock_qmv"}
-split = {key(r): float(r["us"]) for r in rows if r["impl"] == "streamed"}
-whole = {key(r): float(r["us"]) for r in rows if r["impl"] == "streamed_no_tail"}
-for r in rows:
-    if r["impl"] != "streamed_auto":
-        continue
-    k = key(r)
-    s1 = stock[k[:3] + ("1",)]
-    line = (f"{r['shape']:>10} {r['dtype']} {r['bits']}-bit M={r['M']:>2}: "
-            f"stock {stock[k]:7.2f} (M=1 {s1:6.2f}) dispatch {float(r['us']):7.2f}")
-    if k in whole:
-        line += (f" | ring picked {split[k]:7.2f} whole {whole[k]:7.2f}"
-                 f" ({whole[k] / split[k]:.3f}x)")
-    print(line)
-EOF
+  python3 bench/cuda_qmv_report.py --tail "$O/time/cuda_qmv_time.csv" \
+    | tee "$O/time/report.txt"
 fi
 echo "status $status"
 exit $status

@@ -191,8 +191,41 @@ def test_last_wave_runs_half_size_blocks_and_the_harness_checks_both() -> None:
     assert matrix.count("QMV_TAIL_HALF);") == 2  # B = 1 and B = 3
     entry = (ROOT / "cuda" / "qmv_matrix_entry.cu").read_text()
     assert "&bw, &full_blocks}" in entry  # the sweep's direct launch
+    import cuda_qmv_report
+
     script = (ROOT / "bench" / "cuda_qmv_tail_device.sh").read_text()
-    assert '{m},0", f"{w},{r},{v},{d},{m},1"' in script
+    assert "cuda_qmv_report.py --tail-configs" in script
+    assert "cuda_qmv_report.py --tail " in script
+    configs = cuda_qmv_report.tail_configs(8, 4096, 14336).split()
+    assert "0,0,0,0,4" in configs
+    assert "2,4,4,6,4,0" in configs and "2,4,4,6,4,1" in configs
+    # the register kernel (V = 0) has no ring to split
+    assert not [c for c in cuda_qmv_report.tail_configs(4, 4096, 14336).split() if c.startswith("2,1,0,")]
+
+
+def test_tail_report_sets_the_split_against_whole_blocks(tmp_path: Path) -> None:
+    """bench/cuda_qmv_report.py --tail: per product, stock at M and at M = 1,
+    the dispatch, and the ring with the last wave as picked and whole."""
+    import cuda_qmv_report
+
+    rows = [
+        ("stock_qmv", 0, 0, 0, 0, 1, 31.38),
+        ("stock_qmv", 0, 0, 0, 0, 4, 103.58),
+        ("streamed_auto", 0, 0, 0, 0, 4, 31.60),
+        ("streamed", 2, 4, 4, 6, 4, 31.57),
+        ("streamed_no_tail", 2, 4, 4, 6, 4, 33.13),
+    ]
+    csv_path = tmp_path / "cuda_qmv_time.csv"
+    csv_path.write_text(
+        "shape,dtype,bits,impl,W,R,V,D,M,us,bytes,GBps\n"
+        + "".join(f"4096x14336,bf16,8,{i},{w},{r},{v},{d},{m},{us},0,0\n"
+                  for i, w, r, v, d, m, us in rows)
+    )
+    report = cuda_qmv_report.tail_report(csv_path)
+    assert report == (
+        "4096x14336 bf16 8-bit M= 4: stock  103.58 (M=1  31.38) dispatch   31.60"
+        " | ring picked   31.57 whole   33.13 (1.049x)\n"
+    )
 
 
 def kernel_dispatch(qmv_cu: str) -> dict[int, list[tuple[str, tuple[int, ...]]]]:
