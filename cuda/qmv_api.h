@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 
 struct QmvArgs {
@@ -33,6 +34,19 @@ struct QmvArgs {
 };
 
 enum { QMV_TAIL_PICKED = 0, QMV_TAIL_NONE = 1, QMV_TAIL_HALF = 2 };
+
+// launch_qmv_streamed's full_blocks for a.tail, with rows_per_block rows
+// (warps x rows per warp) in a full-size block.
+inline int qmv_full_blocks(const QmvArgs& a, int rows_per_block) {
+  switch (a.tail) {
+    case QMV_TAIL_NONE:
+      return INT_MAX;
+    case QMV_TAIL_HALF:
+      return (a.n + rows_per_block - 1) / rows_per_block / 2;
+    default:
+      return -1;
+  }
+}
 
 enum { QMV_AFFINE = 0, QMV_MXFP4 = 1, QMV_MXFP8 = 2, QMV_NVFP4 = 3 };
 

@@ -12,23 +12,9 @@
 #define QMV_CAT(a, b) QMV_CAT2(a, b)
 #define ENTRY(name) QMV_CAT(QMV_PREFIX, name)
 
-#include <climits>
-
 namespace {
 
 using namespace mlx::core;
-
-// launch_qmv_streamed's full_blocks for QmvArgs::tail (W warps of R rows).
-inline int full_blocks_of(const QmvArgs& a, int W, int R) {
-  switch (a.tail) {
-    case QMV_TAIL_NONE:
-      return INT_MAX;
-    case QMV_TAIL_HALF:
-      return (a.n + W * R - 1) / (W * R) / 2;
-    default:
-      return -1;
-  }
-}
 
 template <typename F>
 int dispatch_types(const QmvArgs& a, F&& f) {
@@ -105,7 +91,7 @@ int launch_streamed(const QmvArgs& a) {
     if constexpr (Layout::bytes > 48 * 1024 || W < Layout::chunks) {
       return -3;
     } else {
-      int full_blocks = full_blocks_of(a, W, R);
+      int full_blocks = qmv_full_blocks(a, W * R);
       return call_launcher<T, Q>(a, [&](auto... args) {
         cu::launch_qmv_streamed<W, R, V, D, 64, true>(args..., full_blocks);
       });

@@ -13,7 +13,6 @@
 #include "qmv_api.h"
 #include "qmv_mlx_support.cuh"
 
-#include <climits>
 #include <tuple>
 
 namespace mlx::core::cu_matrix {
@@ -226,10 +225,7 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
       int vecs = a->broadcast_w ? a->m * a->l : a->m;
       cu::dispatch_streamed_tile<cute::sizeof_bits_v<Q>>(
           vecs, a->n, [&](auto warps, auto rows, auto vecs, auto stages) {
-            int rows_per_block = warps.value * rows.value;
-            int full_blocks = a->tail == QMV_TAIL_NONE
-                ? INT_MAX
-                : (a->n + rows_per_block - 1) / rows_per_block / 2;
+            int full_blocks = qmv_full_blocks(*a, warps.value * rows.value);
             cu::launch_qmv_streamed<
                 warps.value,
                 rows.value,
