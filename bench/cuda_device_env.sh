@@ -11,9 +11,9 @@ record_env() {
 }
 
 # memcheck_odd_scales C DIR: the configuration matrix's part for scale rows
-# off 16 bytes (C/qmv_matrix --odd-only, scales and biases allocated to their
-# exact size) under compute-sanitizer's memcheck, into DIR; says so where the
-# machine has no sanitizer.
+# off 16 bytes (C/qmv_matrix --odd-only, scales, biases and the streamed
+# launches' w allocated to their exact size) under compute-sanitizer's
+# memcheck, into DIR; says so where the machine has no sanitizer.
 memcheck_odd_scales() {
   mkdir -p "$2"
   if command -v compute-sanitizer > /dev/null; then

@@ -63,24 +63,60 @@ def dispatch(
 
 
 def matrix_table(d: Path) -> str:
-    """Streamed dispatch at M = 1..16 against stock M = 1, per dtype and type."""
+    """Streamed dispatch at M = 1..16 against stock M = 1, per dtype and type
+    (and per shape where the run timed several). Where stock was also timed
+    at M (qmv_matrix --odd-time), a cell adds stock's time at M over the
+    dispatch's in brackets; `*` marks a product the dispatch leaves to
+    qmv_kernel (dispatch_stock)."""
     rows = list(csv.DictReader(open(d / "cuda_qmv_matrix_timing.csv")))
-    ms = sorted({int(r["M"]) for r in rows if r["impl"] == "streamed_auto"})
+    dispatch = ("streamed_auto", "dispatch_stock")
+    ms = sorted({int(r["M"]) for r in rows if r["impl"] in dispatch})
+    shapes = len({r["shape"] for r in rows}) > 1
     out = [
-        "| dtype | type | stock M = 1 (us) | "
+        ("| shape " if shapes else "")
+        + "| dtype | type | stock M = 1 (us) | "
         + " | ".join(f"M = {m}" for m in ms)
         + " |",
-        "|---|---|---|" + "---|" * len(ms),
+        ("|---" if shapes else "") + "|---|---|---|" + "---|" * len(ms),
     ]
-    keys = list(dict.fromkeys((r["dtype"], r["type"]) for r in rows))
-    for dt, ty in keys:
-        sel = [r for r in rows if r["dtype"] == dt and r["type"] == ty]
-        s1 = float(next(r["us"] for r in sel if r["impl"] == "stock_qmv"))
+    keys = list(dict.fromkeys((r["shape"], r["dtype"], r["type"]) for r in rows))
+    for sh, dt, ty in keys:
+        sel = [r for r in rows if (r["shape"], r["dtype"], r["type"]) == (sh, dt, ty)]
+        stock = {int(r["M"]): float(r["us"]) for r in sel if r["impl"] == "stock_qmv"}
+        s1 = stock[1]
         cells = []
         for m in ms:
-            us = float(next(r["us"] for r in sel if r["impl"] == "streamed_auto" and int(r["M"]) == m))
-            cells.append(f"{us:.1f} ({us / s1:.2f}x)")
-        out.append(f"| {dt} | {ty} | {s1:.1f} | " + " | ".join(cells) + " |")
+            r = next((r for r in sel if r["impl"] in dispatch and int(r["M"]) == m), None)
+            if r is None:
+                cells.append("")
+                continue
+            us = float(r["us"])
+            star = "*" if r["impl"] == "dispatch_stock" else ""
+            cell = f"{us:.1f}{star} ({us / s1:.2f}x)"
+            if m > 1 and m in stock:
+                cell += f" [{stock[m] / us:.2f}]"
+            cells.append(cell)
+        out.append(("| " + sh + " " if shapes else "") + f"| {dt} | {ty} | {s1:.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def slower_table(d: Path, tolerance: float = 0.03) -> str:
+    """The products of a qmv_matrix --odd-time run where the dispatch takes
+    more than (1 + tolerance) times stock's time at the same M, slowest
+    first: dispatch over stock, shape, dtype, type, M."""
+    rows = list(csv.DictReader(open(d / "cuda_qmv_matrix_timing.csv")))
+    stock = {(r["shape"], r["dtype"], r["type"], r["M"]): float(r["us"])
+             for r in rows if r["impl"] == "stock_qmv"}
+    slow = []
+    for r in rows:
+        key = (r["shape"], r["dtype"], r["type"], r["M"])
+        if r["impl"] == "streamed_auto" and key in stock:
+            ratio = float(r["us"]) / stock[key]
+            if ratio > 1 + tolerance:
+                slow.append((ratio, key))
+    out = [f"{len(slow)} products where the dispatch takes more than "
+           f"{1 + tolerance:.2f}x stock's time at the same M:"]
+    out += [f"{ratio:.2f} {sh} {dt} {ty} M={m}" for ratio, (sh, dt, ty, m) in sorted(slow, reverse=True)]
     return "\n".join(out) + "\n"
 
 
@@ -253,6 +289,9 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) == 3 and argv[1] == "--mlx":
         print(mlx_table(Path(argv[2])), end="")
+        return 0
+    if len(argv) == 3 and argv[1] == "--slower":
+        print(slower_table(Path(argv[2])), end="")
         return 0
     if len(argv) == 3 and argv[1] == "--matrix":
         print(matrix_table(Path(argv[2])), end="")

@@ -89,8 +89,13 @@ int stock_qmv_any(const QmvArgs* a);
 // increasing).
 int stock_qmv_other_order(const QmvArgs* a);
 // cu::qmv_streamed of the patched build as mlx::core::qmv picks it (-2 where
-// QmvStreamedTraits::takes refuses it: MLX then runs cu::qmv).
+// QmvStreamedTraits::takes refuses it: MLX then runs cu::qmv). With a.tail
+// other than QMV_TAIL_PICKED, the ring configuration it would pick wherever
+// the ring's copies apply, also where takes leaves the product to cu::qmv.
 int patched_qmv_streamed_any(const QmvArgs* a);
+// QmvStreamedTraits::takes of the patched build (1 or 0; -1: a type the
+// kernels do not take). Host only: it looks at k and the pointers' alignment.
+int patched_qmv_takes(const QmvArgs* a);
 
 // qmv_matrix --sweep only (built with -DQMV_MATRIX_SWEEP): the fp modes'
 // qmv_streamed_kernel at an explicit (W, R, V, D), whole tiles of k, B = 1

@@ -17,10 +17,15 @@
 // M = 1, 2, 4, 8, 16 (CUDA graphs over weight sets spanning more than L2, as
 // qmv_bench).
 //
+// --odd-time: only the part of the parity with scale rows that are not a
+// multiple of 4 bytes (K = 2880, 960, 576 and 2080), then stock and the
+// dispatch timed at M = 1, 2, 4, 8 and 16 on gpt-oss's and SmolLM2's shapes
+// (and 3840 x 15360) at every width.
 // Sweep (--sweep, a build with -DQMV_MATRIX_SWEEP): explicit configurations
 // of the fp modes, checked and timed (sweep() below).
 //
-// Usage: qmv_matrix [--no-time | --sweep] [--out DIR]
+// Usage: qmv_matrix [--no-time | --sweep | --odd-only | --odd-time | --takes]
+//        [--out DIR]
 #include "qmv_api.h"
 #include "qmv_harness.cuh"
 
@@ -94,7 +99,8 @@ struct Problem {
   QType q;
   size_t w_bytes, sb_elems;
   int tsize;
-  uint8_t *w = nullptr, *s = nullptr, *b = nullptr, *x = nullptr;
+  uint8_t *w = nullptr, *w_tight = nullptr, *s = nullptr, *b = nullptr,
+          *x = nullptr;
   float* gs = nullptr;
 
   Problem(int dtype_, const QType& q_, int n_, int k_, int L_, uint32_t seed)
@@ -104,14 +110,17 @@ struct Problem {
     sb_elems = size_t(n) * (k / q.group);
     // 64 bytes of slack for w: stock reads whole cutlass arrays, which for
     // 3, 5 and 6 bits are larger than the bytes their elements take. Scales
-    // and biases have none, so that compute-sanitizer sees any read past
+    // and biases have none, and the streamed launches read a copy of w
+    // (w_tight) that has none, so that compute-sanitizer sees any read past
     // them (the streamed kernel's copies of rows that are not aligned).
     CK(cudaMalloc(&w, L * w_bytes + 64));
+    CK(cudaMalloc(&w_tight, L * w_bytes));
     CK(cudaMalloc(&s, L * sb_elems * q.scale_bytes(dtype)));
     CK(cudaMalloc(&x, size_t(L) * 16 * k * tsize));
     fill_bytes<<<1024, 256>>>(w, L * w_bytes + 64, seed,
                               q.mode == QMV_MXFP8);
     fill_t(dtype, x, size_t(L) * 16 * k, seed + 2, 0);
+    CK(cudaMemcpy(w_tight, w, L * w_bytes, cudaMemcpyDeviceToDevice));
     if (q.mode == QMV_AFFINE) {
       CK(cudaMalloc(&b, L * sb_elems * tsize));
       float hr = ((1 << q.bits) - 1) / 2.0f, s0 = 0.03f / hr;
@@ -136,6 +145,7 @@ struct Problem {
   }
   ~Problem() {
     cudaFree(w);
+    cudaFree(w_tight);
     cudaFree(s);
     cudaFree(b);
     cudaFree(x);
@@ -220,6 +230,7 @@ static void parity(int dtype, const QType& q, int n, int k, Tally& t,
   auto check = [&](int m, int l, bool broadcast, int tail) {
     CK(cudaMemsetAsync(out, 0xFF, out_bytes, st));
     QmvArgs a = p.args(out, m, l, broadcast, 0, 0, st);
+    a.w = p.w_tight;
     a.tail = tail;
     int rc = patched_qmv_streamed_any(&a);
     const char* status = "ok";
@@ -306,6 +317,59 @@ static double time_launches(const Problem& p, void* out, int m, bool streamed,
     }
     return rc;
   });
+}
+
+// Times stock M = 1 and the streamed dispatch at M = 1, 2, 4, 8 and 16 on
+// N x K for each of `types`, bfloat16 and float16 (with stock_each_m also
+// stock at each M, one warp per row and vector as MLX runs it up to M = 7):
+// a CSV row per time, a log line per type.
+static void time_shape(FILE* tcsv, int n, int k,
+                       const std::vector<QType>& types, bool stock_each_m,
+                       cudaStream_t st) {
+  const int reps = 20;
+  char shape[32];
+  snprintf(shape, sizeof(shape), "%dx%d", k, n);
+  logf("timing %s (us per launch; ratio: streamed M over stock M=1%s)\n",
+       shape, stock_each_m ? ", then stock M over streamed M" : "");
+  for (int dtype = 0; dtype < 2; ++dtype)
+    for (const QType& q : types) {
+      if (k % q.group != 0) continue;
+      size_t set_bytes = size_t(n) * k * q.bits / 8 +
+          size_t(n) * (k / q.group) * q.scale_bytes(dtype) *
+              (q.mode == QMV_AFFINE ? 2 : 1);
+      int L = sets_beyond_l2(set_bytes);
+      Problem p(dtype, q, n, k, L, 4242 + q.bits + 10 * q.mode);
+      void* out;
+      CK(cudaMalloc(&out, size_t(16) * n * p.tsize));
+      double s1 = time_launches(p, out, 1, false, st, reps);
+      fprintf(tcsv, "%s,%s,%s,stock_qmv,1,%.2f,%.2f\n", shape,
+              kDtypeNames[dtype], q.name().c_str(), s1, s1);
+      std::string line;
+      for (int m : {1, 2, 4, 8, 16}) {
+        // Where the dispatch does not take the product, MLX runs qmv_kernel
+        // (dispatch_stock).
+        QmvArgs a = p.args(out, m, 1, true, 0, 0, st);
+        bool taken = patched_qmv_takes(&a) == 1;
+        double us = time_launches(p, out, m, taken, st, reps);
+        fprintf(tcsv, "%s,%s,%s,%s,%d,%.2f,%.2f\n", shape, kDtypeNames[dtype],
+                q.name().c_str(), taken ? "streamed_auto" : "dispatch_stock",
+                m, us, s1);
+        char c[96];
+        snprintf(c, sizeof(c), "  M=%d %.2f%s (%.2fx)", m, us,
+                 taken ? "" : " stock", us / s1);
+        line += c;
+        if (stock_each_m && m > 1) {
+          double sm = time_launches(p, out, m, false, st, reps);
+          fprintf(tcsv, "%s,%s,%s,stock_qmv,%d,%.2f,%.2f\n", shape,
+                  kDtypeNames[dtype], q.name().c_str(), m, sm, s1);
+          snprintf(c, sizeof(c), " [%.2fx]", sm / us);
+          line += c;
+        }
+      }
+      logf("%s %-14s stock M=1 %.2f |%s\n", kDtypeNames[dtype],
+           q.name().c_str(), s1, line.c_str());
+      cudaFree(out);
+    }
 }
 
 #ifdef QMV_MATRIX_SWEEP
@@ -412,21 +476,67 @@ static int sweep(const std::string& outdir, cudaStream_t st) {
 }
 #endif
 
+// --takes: whether the streamed dispatch takes each dtype and affine width
+// and group on K in {4096, 3840, 2880, 960, 576, 2080} (whole tiles; a rest;
+// rows of 3- and 5-bit w 8 bytes off 16 bytes; at 2080, groups of 32 only,
+// rows of 2- and 6-bit w 8 bytes off and of 3- and 5-bit w 4 bytes off,
+// which it refuses) at M = 4 on N = 4096 rows, and at (N, M) = (1024, 4),
+// (1024, 5), (1536, 2), (1536, 3) and (2048, 1) (the few short rows where
+// the ring is slower than qmv_kernel), pointers on 256 bytes. Host only (no
+// GPU needed).
+static int print_takes() {
+  const int ks[] = {4096, 3840, 2880, 960, 576, 2080};
+  const int nms[][2] = {{4096, 4}, {1024, 4}, {1024, 5}, {1536, 2},
+                        {1536, 3}, {2048, 1}};
+  for (int dtype = 0; dtype < 3; ++dtype)
+    for (int bits : {2, 3, 4, 5, 6, 8})
+      for (int group : {32, 64, 128})
+        for (int k : ks)
+          for (const auto& nm : nms) {
+            if (k % group != 0) continue;
+            QmvArgs a{};
+            a.dtype = dtype;
+            a.bits = bits;
+            a.group = group;
+            a.mode = QMV_AFFINE;
+            a.x = a.w = a.scales = a.biases = reinterpret_cast<void*>(256);
+            a.m = nm[1];
+            a.n = nm[0];
+            a.k = k;
+            a.l = 1;
+            a.broadcast_w = true;
+            printf("takes %s affine%d-g%d K=%d N=%d M=%d: %d\n",
+                   kDtypeNames[dtype], bits, group, k, a.n, a.m,
+                   patched_qmv_takes(&a));
+          }
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  bool timing = true, do_sweep = false, odd_only = false;
+  bool timing = true, do_sweep = false, odd_only = false, odd_time = false;
   std::string outdir = ".";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--help")) {
-      printf("usage: qmv_matrix [--no-time | --sweep | --odd-only] "
-             "[--out DIR]\n"
+      printf("usage: qmv_matrix [--no-time | --sweep | --odd-only | "
+             "--odd-time | --takes] [--out DIR]\n"
              "  --odd-only: only the part with scale rows that are not a "
              "multiple of 4 bytes, no timing (short enough for "
-             "compute-sanitizer)\n");
+             "compute-sanitizer)\n"
+             "  --odd-time: that part, then stock and the dispatch timed on "
+             "gpt-oss's and SmolLM2's shapes at every width\n"
+             "  --takes: whether the streamed dispatch takes each affine "
+             "type on a few K (host only)\n");
       return 0;
     } else if (!strcmp(argv[i], "--no-time")) {
       timing = false;
     } else if (!strcmp(argv[i], "--odd-only")) {
       odd_only = true;
+      timing = false;
+    } else if (!strcmp(argv[i], "--takes")) {
+      return print_takes();
+    } else if (!strcmp(argv[i], "--odd-time")) {
+      odd_only = true;
+      odd_time = true;
       timing = false;
     } else if (!strcmp(argv[i], "--sweep")) {
       do_sweep = true;
@@ -501,8 +611,11 @@ int main(int argc, char** argv) {
   // them (gpt-oss's K = 2880: 45 groups of 64, 90 mxfp4 groups; SmolLM2's 960
   // and 576: 15 and 9 groups of 64), with a rest of k past the whole tiles:
   // one vector takes qmv_prefetch_kernel, several the ring, whose copies of
-  // such rows start before them and stop at their last byte.
-  const int odd_shapes[][2] = {{256, 2880}, {67, 960}, {5, 576}};
+  // such rows start before them and stop at their last byte. At 3 and 5 bits
+  // the rows of w are 8 bytes off 16 there too, and copied in halves. At
+  // K = 2080 (65 groups of 32, rows of 65 scales) those of 2, 3, 5 and 6 bits
+  // are 4 or 8 bytes off 16, and run stock.
+  const int odd_shapes[][2] = {{256, 2880}, {67, 960}, {5, 576}, {67, 2080}};
   Tally odd;
   size_t odd_types = 0;
   for (int dtype = 0; dtype < 3; ++dtype)
@@ -514,7 +627,7 @@ int main(int argc, char** argv) {
         }
   logf("MATRIX PARITY (scale rows not a multiple of 4 bytes) %s: %lld "
        "streamed launches, %lld rows bitwise equal to stock M=1 (%zu "
-       "dtype x type x shape, K = 2880, 960, 576); %lld launches not "
+       "dtype x type x shape, K = 2880, 960, 576, 2080); %lld launches not "
        "supported (stock runs); negative control detected in %lld of %lld "
        "configurations\n",
        odd.ok ? "OK" : "FAILED", odd.launches, odd.rows, odd_types,
@@ -522,37 +635,35 @@ int main(int argc, char** argv) {
   t.ok = t.ok && odd.ok;
   fclose(g_csv);
 
-  if (timing) {
+  if (timing || odd_time) {
     FILE* tcsv = fopen((outdir + "/cuda_qmv_matrix_timing.csv").c_str(), "w");
     fprintf(tcsv, "shape,dtype,type,impl,M,us,stock_m1_us\n");
-    const int N = 14336, K = 4096, reps = 20;
-    logf("timing 4096x14336 (us per launch; ratio: streamed M over stock M=1)\n");
-    for (int dtype = 0; dtype < 2; ++dtype)
-      for (const QType& q : types) {
-        if (q.mode == QMV_AFFINE && q.group != 64) continue;
-        size_t set_bytes = size_t(N) * K * q.bits / 8 +
-            size_t(N) * (K / q.group) * q.scale_bytes(dtype) *
-                (q.mode == QMV_AFFINE ? 2 : 1);
-        int L = sets_beyond_l2(set_bytes);
-        Problem p(dtype, q, N, K, L, 4242 + q.bits + 10 * q.mode);
-        void* out;
-        CK(cudaMalloc(&out, size_t(16) * N * p.tsize));
-        double s1 = time_launches(p, out, 1, false, st, reps);
-        fprintf(tcsv, "4096x14336,%s,%s,stock_qmv,1,%.2f,%.2f\n",
-                kDtypeNames[dtype], q.name().c_str(), s1, s1);
-        std::string line;
-        for (int m : {1, 2, 4, 8, 16}) {
-          double us = time_launches(p, out, m, true, st, reps);
-          fprintf(tcsv, "4096x14336,%s,%s,streamed_auto,%d,%.2f,%.2f\n",
-                  kDtypeNames[dtype], q.name().c_str(), m, us, s1);
-          char c[64];
-          snprintf(c, sizeof(c), "  M=%d %.2f (%.2fx)", m, us, us / s1);
-          line += c;
-        }
-        logf("%s %-14s stock M=1 %.2f |%s\n", kDtypeNames[dtype],
-             q.name().c_str(), s1, line.c_str());
-        cudaFree(out);
-      }
+    if (timing) {
+      std::vector<QType> timed;
+      for (const QType& q : types)
+        if (q.mode != QMV_AFFINE || q.group == 64) timed.push_back(q);
+      time_shape(tcsv, 14336, 4096, timed, false, st);
+    }
+    if (odd_time) {
+      // The widths whose rows of w are 8 bytes off 16 at K = 2880, 960 and
+      // 576, beside the others for reference.
+      std::vector<QType> timed;
+      for (int bits : {2, 3, 4, 5, 6, 8})
+        timed.push_back({QMV_AFFINE, bits, 64, false});
+      for (int bits : {3, 5}) timed.push_back({QMV_AFFINE, bits, 32, false});
+      // {N, K}: gpt-oss-20b's experts and attention (K x N = 2880 x 2880,
+      // 2880 x 5760, 2880 x 4096, 4096 x 2880), SmolLM2-135M's and -360M's
+      // attention and MLP (576 x 576, 576 x 192, 576 x 1536, 1536 x 576;
+      // 960 x 960, 960 x 320, 960 x 2560, 2560 x 960), and 3840 x 15360
+      // (rows on 16 bytes with a rest of k, for reference).
+      const int odd_time_shapes[][2] = {
+          {2880, 2880}, {5760, 2880}, {4096, 2880}, {2880, 4096},
+          {576, 576},   {192, 576},   {1536, 576},  {576, 1536},
+          {960, 960},   {320, 960},   {2560, 960},  {960, 2560},
+          {15360, 3840}};
+      for (const auto& sh : odd_time_shapes)
+        time_shape(tcsv, sh[0], sh[1], timed, true, st);
+    }
     fclose(tcsv);
   }
   fclose(g_log);

@@ -207,21 +207,26 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
   return dispatch_any(*a, [&]<typename T, typename Q, typename S, int G>() {
     constexpr bool has_bias = !cutlass::has_negative_zero_v<Q>;
     auto [x, w, s, b, gs, out] = args_of<T, Q, S>(*a);
-    if (!cu::QmvStreamedTraits<T, Q, S>::template takes<G>(
-            x, w, s, b, a->m, a->n, a->k, a->l, a->broadcast_w)) {
-      return -2;
-    }
     using Traits = cu::QmvStreamedTraits<T, Q, S>;
+    bool taken = Traits::template takes<G>(
+        x, w, s, b, a->m, a->n, a->k, a->l, a->broadcast_w);
     if (a->tail == QMV_TAIL_PICKED ||
-        Traits::template prefetch<G>(
-            x, w, a->m, a->n, a->k, a->l, a->broadcast_w)) {
+        (taken &&
+         Traits::template prefetch<G>(
+             x, w, a->m, a->n, a->k, a->l, a->broadcast_w))) {
+      if (!taken) {
+        return -2;
+      }
       cu::qmv_streamed<G, has_bias>(
           x, w, s, b, gs, out, a->m, a->n, a->k, a->l, a->broadcast_w,
           QmvLauncher{a->stream});
+    } else if (!Traits::template supported<G>(x, w, s, b, a->k)) {
+      return -2;
     } else if constexpr (Traits::template Layout<1, 1, 1, 2, G>::
                              supported_types) {
       // The ring configuration qmv_streamed picks, with the last wave as
-      // a->tail sets it.
+      // a->tail sets it; also where the dispatch leaves the product to
+      // qmv_kernel (few short rows), so that the ring is checked there too.
       int vecs = a->broadcast_w ? a->m * a->l : a->m;
       cu::dispatch_streamed_tile<cute::sizeof_bits_v<Q>>(
           vecs, a->n, [&](auto warps, auto rows, auto vecs, auto stages) {
@@ -238,6 +243,14 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
           });
     }
     return int(cudaGetLastError());
+  });
+}
+
+int patched_qmv_takes(const QmvArgs* a) {
+  return dispatch_any(*a, [&]<typename T, typename Q, typename S, int G>() {
+    auto [x, w, s, b, gs, out] = args_of<T, Q, S>(*a);
+    return int(cu::QmvStreamedTraits<T, Q, S>::template takes<G>(
+        x, w, s, b, a->m, a->n, a->k, a->l, a->broadcast_w));
   });
 }
 

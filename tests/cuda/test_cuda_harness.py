@@ -448,6 +448,51 @@ def test_harness_compiles_host_side(harness_build: Path) -> None:
 
 @pytest.mark.integration
 @pytest.mark.slow
+def test_streamed_dispatch_takes_w_rows_8_bytes_off_16(harness_build: Path) -> None:
+    """Rows of 3- and 5-bit weights at K = 64 x an odd number (gpt-oss's
+    2880, SmolLM2's 960 and 576) are 8 bytes past a multiple of 16 long, so
+    every other row starts 8 bytes off 16. The ring copies such rows in
+    halves and the dispatch takes them (they ran stock once per vector
+    before). At K = 2080 in groups of 32 it refuses rows off 16 bytes: 4
+    bytes off at 3 and 5 bits, 8 at 2 and 6 bits (whose launches with a rest
+    of k keep whole copies, 1-2% faster). On few short rows (K <= 1024, up to
+    4 vectors on up to 1024 rows or 2 on up to 1536) it leaves 3-, 5- and
+    6-bit products to qmv_kernel, which is faster there. Runs qmv_matrix
+    --takes host-side: QmvStreamedTraits::takes of the patch."""
+    out = subprocess.run([str(harness_build / "qmv_matrix"), "--takes"],
+                         capture_output=True, text=True, check=True).stdout
+    takes = {}
+    for line in out.splitlines():
+        m = re.fullmatch(r"takes (\w+) affine(\d)-g(\d+) K=(\d+) N=(\d+) M=(\d+): (-?\d+)", line)
+        assert m, line
+        takes[(m[1], int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]))] = int(m[7])
+    # K % group == 0: 6 K at group 32, 5 at 64, 2 at 128; 6 (N, M) each
+    assert len(takes) == 3 * 6 * (6 + 5 + 2) * 6, len(takes)
+    for dtype in ("bf16", "fp16", "fp32"):
+        for bits in (2, 3, 4, 5, 6, 8):
+            for group in (32, 64, 128):
+                for k in (4096, 3840):
+                    assert takes[(dtype, bits, group, k, 4096, 4)] == 1, (dtype, bits, group, k)
+            for group in (32, 64):
+                for k in (2880, 960, 576):
+                    assert takes[(dtype, bits, group, k, 4096, 4)] == 1, (dtype, bits, group, k)
+            # K = 2080: 65 groups of 32; w rows on 16 bytes at 4 and 8 bits only
+            assert takes[(dtype, bits, 32, 2080, 4096, 4)] == int(bits in (4, 8)), (dtype, bits)
+            # few short rows: qmv_kernel at 3, 5 and 6 bits
+            for k in (960, 576):
+                few = [takes[(dtype, bits, 64, k, n, m)] for n, m in ((1024, 4), (1536, 2))]
+                more = [takes[(dtype, bits, 64, k, n, m)] for n, m in ((1024, 5), (1536, 3), (2048, 1))]
+                assert few == [int(bits not in (3, 5, 6))] * 2, (dtype, bits, k, few)
+                assert more == [1, 1, 1], (dtype, bits, k, more)
+            for k in (2880, 4096):
+                assert takes[(dtype, bits, 64, k, 1024, 4)] == 1, (dtype, bits, k)
+    matrix = (ROOT / "cuda" / "qmv_matrix.cu").read_text()
+    assert "{67, 2080}};" in matrix  # the odd part: 65 scales per row
+    assert "a.w = p.w_tight;" in matrix  # memcheck sees reads past w
+
+
+@pytest.mark.integration
+@pytest.mark.slow
 def test_patched_qmv_cu_compiles_whole(patched_checkout: Path, tmp_path: Path) -> None:
     """The harness compiles only qmv.cu's cu namespace, so MLX's host side of
     it (mlx::core::qmv, which calls QmvStreamedTraits::takes) is compiled
@@ -508,6 +553,19 @@ def test_matrix_report_gives_each_type_against_stock_m1(tmp_path: Path) -> None:
     table = cuda_qmv_report.matrix_table(tmp_path)
     assert "| M = 1 | M = 16 |" in table
     assert "| bf16 | mxfp4 | 40.0 | 20.0 (0.50x) | 80.0 (2.00x) |" in table
+    # --odd-time: several shapes, and stock at M beside the dispatch
+    with open(tmp_path / "cuda_qmv_matrix_timing.csv", "a") as f:
+        f.write("2880x2880,fp16,affine3-g64,stock_qmv,1,10.00,10.00\n"
+                "2880x2880,fp16,affine3-g64,streamed_auto,1,8.00,10.00\n"
+                "2880x2880,fp16,affine3-g64,streamed_auto,16,32.00,10.00\n"
+                "2880x2880,fp16,affine3-g64,stock_qmv,16,160.00,10.00\n"
+                "2880x2880,fp16,affine3-g64,dispatch_stock,2,11.00,10.00\n"
+                "2880x2880,fp16,affine3-g64,stock_qmv,2,11.00,10.00\n")
+    table = cuda_qmv_report.matrix_table(tmp_path)
+    assert "| shape | dtype | type | stock M = 1 (us) | M = 1 | M = 2 | M = 16 |" in table
+    assert "| 4096x14336 | bf16 | mxfp4 | 40.0 | 20.0 (0.50x) |  | 80.0 (2.00x) |" in table
+    assert ("| 2880x2880 | fp16 | affine3-g64 | 10.0 | 8.0 (0.80x) | 11.0* (1.10x) [1.00] "
+            "| 32.0 (3.20x) [5.00] |") in table
 
 
 def test_roofline_report_puts_the_goal_against_the_read_time(tmp_path: Path) -> None:
