@@ -587,11 +587,13 @@ int main(int argc, char** argv) {
   // test_qmm and test_qmv_wide, which the overlay's route sends to the
   // streamed kernel at M * B in [8, 16]: K = 128 and 256 (a fraction of a
   // tile), N = 128. K = 640 (the row test's third K) leaves a rest of k
-  // with rows of 5, 10 or 20 scales, which do not start on 16 bytes.
+  // with rows of 5, 10 or 20 scales, which do not start on 16 bytes; at
+  // K = 576 (its fourth) rows of 3- and 5-bit weights do not either.
   const int shapes[][2] = {{2000, 4096}, {2056, 3840}, {2000, 3968},
                            {256, 512},   {67, 512},    {5, 512},
                            {256, 384},   {67, 384},    {5, 384},
                            {256, 640},   {67, 640},    {5, 640},
+                           {256, 576},   {67, 576},    {5, 576},
                            {256, 128},   {128, 128},   {67, 128},
                            {256, 256},   {128, 256}};
   const size_t num_shapes = sizeof(shapes) / sizeof(shapes[0]);

@@ -108,7 +108,7 @@ def test_cuda_row_test_runs_up_to_the_vectors_qmv_serves(
     assert limits == route == ("7", "16")
     assert 'os.environ.get("MLX_QMV_WIDE", "0") not in ("", "0")' in test
     ks = re.search(r"# K:[^\[]*\[([\d, ]+)\]", test).group(1).split(", ")
-    assert len(ks) == 3, ks
+    assert len(ks) == 4, ks
     ns = re.search(r"\[(\d+), (\d+), (\d+)\],  # N", test).groups()
     matrix = (ROOT / "cuda" / "qmv_matrix.cu").read_text()
     shapes = matrix[matrix.index("const int shapes[][2]") :]
@@ -264,7 +264,7 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
     assert len(chains[4]) >= 2 and len(chains[8]) >= 2, chains
     for bits in (2, 4, 8):
         for m in range(1, 17):
-            for n in (2048, 4096, 14336):
+            for n in (192, 320, 576, 640, 960, 2048, 4096, 14336):
                 names = {"m": m, "n": n}
                 picked = next(
                     cfg
@@ -316,7 +316,13 @@ def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Pat
     assert cuda_qmv_report.dispatch(4, 3, 1024, 2048) == (2, 1, 0, 2)
     assert cuda_qmv_report.dispatch(4, 4, 1024, 2048) == cuda_qmv_report.dispatch(4, 4)
     assert cuda_qmv_report.dispatch(4, 4, 2880, 1024) == (2, 1, 0, 2)
-    assert cuda_qmv_report.dispatch(4, 5, 2880, 512) == cuda_qmv_report.dispatch(4, 5)
+    # three or more vectors on few rows: smaller blocks
+    assert cuda_qmv_report.dispatch(4, 5, 2880, 512) == (4, 4, 4, 4)
+    assert cuda_qmv_report.dispatch(4, 5, 2880, 1024) == cuda_qmv_report.dispatch(4, 5)
+    assert cuda_qmv_report.dispatch(4, 12, 2880, 576) == cuda_qmv_report.dispatch(4, 12)
+    assert cuda_qmv_report.dispatch(4, 12, 2880, 320) == (4, 4, 4, 4)
+    assert cuda_qmv_report.dispatch(8, 3, 2880, 576) == (4, 2, 4, 4)
+    assert cuda_qmv_report.dispatch(8, 16, 2880, 1024) == cuda_qmv_report.dispatch(8, 16)
     assert cuda_qmv_report.dispatch(8, 2, 1024, 2048) == (4, 2, 2, 8)
     assert cuda_qmv_report.dispatch(8, 2, 1024, 4096) == cuda_qmv_report.dispatch(8, 2)
 
