@@ -10,6 +10,16 @@ record_env() {
   cat "$1/env.txt"
 }
 
+# begin_run C OUT: for a device script's first two arguments, sets C and
+# O, makes OUT, records the environment there and sets status=0.
+begin_run() {
+  C=$1
+  O=$2
+  mkdir -p "$O"
+  record_env "$O"
+  status=0
+}
+
 # memcheck_odd_scales C DIR: the configuration matrix's part for scale rows
 # off 16 bytes (C/qmv_matrix --odd-only, scales, biases and the streamed
 # launches' w allocated to their exact size) under compute-sanitizer's
@@ -24,4 +34,29 @@ memcheck_odd_scales() {
   else
     echo "SKIPPED compute-sanitizer: not on this machine" | tee "$2/stdout.txt"
   fi
+}
+
+# odd_scales_parity C DIR FLAG: C/qmv_matrix FLAG (--odd-only, or --odd-time
+# to time too) into DIR/odd, that part under memcheck into DIR/sanitizer, the
+# whole configuration matrix (no timing) into DIR/matrix and the ragged
+# sweep into DIR/ragged; non-zero if any of them failed.
+odd_scales_parity() {
+  local c=$1 o=$2 rc=0
+  mkdir -p "$o/odd" "$o/ragged"
+  "$c/qmv_matrix" "$3" --out "$o/odd" > "$o/odd/stdout.txt" 2>&1 || rc=1
+  grep -E "^(device|MATRIX|MISMATCH|CONTROL)" "$o/odd/stdout.txt"
+  memcheck_odd_scales "$c" "$o/sanitizer"
+  bash bench/cuda_qmv_matrix_device.sh "$c" "$o/matrix" --no-time || rc=1
+  "$c/qmv_bench" --quick --ragged --out "$o/ragged" > "$o/ragged/stdout.txt" 2>&1 || rc=1
+  grep -E "PARITY|MISMATCH" "$o/ragged/stdout.txt" | head -5
+  return $rc
+}
+
+# time_dispatch BENCH DIR DTYPE,BITS,K,N: BENCH (a qmv_bench) times the
+# dispatch at M = 1, 2, 4, 8 and 16, stock beside, into
+# DIR/cuda_qmv_time.csv (its stderr appended to DIR/stderr.txt).
+time_dispatch() {
+  mkdir -p "$2"
+  "$1" --out "$2" --time "$3" 0,0,0,0,1 0,0,0,0,2 0,0,0,0,4 0,0,0,0,8 \
+    0,0,0,0,16 > /dev/null 2>> "$2/stderr.txt"
 }

@@ -10,11 +10,8 @@
 #   OUT: where cuda_qmv_time.csv and env.txt go.
 # Usage: bench/cuda_qmv_few_rows_device.sh C OUT
 set -uo pipefail
-C=$1; O=$2
-mkdir -p "$O"
 . "$(dirname "$0")/cuda_device_env.sh"
-record_env "$O"
-status=0
+begin_run "$1" "$2"
 configs=""
 for m in 4 8 16; do
   for c in 0,0,0,0 2,2,4,8 4,2,4,4 2,4,4,6 8,2,4,4 4,4,4,4 4,2,8,3 8,2,8,3 \

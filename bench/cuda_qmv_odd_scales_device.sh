@@ -18,28 +18,16 @@
 #   OUT: where the logs, CSVs and env.txt go.
 # Usage: bench/cuda_qmv_odd_scales_device.sh C OUT
 set -uo pipefail
-C=$1; O=$2
-mkdir -p "$O/odd" "$O/sanitizer" "$O/matrix" "$O/ragged" "$O/time"
 . "$(dirname "$0")/cuda_device_env.sh"
-record_env "$O"
-status=0
+begin_run "$1" "$2"
 
-"$C/qmv_matrix" --odd-only --out "$O/odd" > "$O/odd/stdout.txt" 2>&1 || status=1
-grep -E "^(device|MATRIX|MISMATCH)" "$O/odd/stdout.txt"
-
-memcheck_odd_scales "$C" "$O/sanitizer"
-
-bash bench/cuda_qmv_matrix_device.sh "$C" "$O/matrix" --no-time || status=1
-"$C/qmv_bench" --quick --ragged --out "$O/ragged" > "$O/ragged/stdout.txt" 2>&1 || status=1
-grep -E "PARITY|MISMATCH" "$O/ragged/stdout.txt" | head -5
+odd_scales_parity "$C" "$O" --odd-only || status=1
 
 for shape in 2880,2880 2880,5760 960,2560 576,1536 2880,4096 2880,512 \
     4096,2880 3840,15360 4096,14336; do
   for bits in 4 8; do
     for dtype in 0 1; do
-      "$C/qmv_bench" --out "$O/time" --time "$dtype,$bits,$shape" \
-        0,0,0,0,1 0,0,0,0,2 0,0,0,0,4 0,0,0,0,8 0,0,0,0,16 \
-        > /dev/null 2>> "$O/time/stderr.txt" || status=1
+      time_dispatch "$C/qmv_bench" "$O/time" "$dtype,$bits,$shape" || status=1
     done
   done
 done

@@ -19,31 +19,19 @@
 #   OUT: where the logs, CSVs and env.txt go.
 # Usage: bench/cuda_qmv_odd_widths_device.sh C OUT [OLD]
 set -uo pipefail
-C=$1; O=$2
-mkdir -p "$O/odd"
 . "$(dirname "$0")/cuda_device_env.sh"
-record_env "$O"
-status=0
+begin_run "$1" "$2"
 
-"$C/qmv_matrix" --odd-time --out "$O/odd" > "$O/odd/stdout.txt" 2>&1 || status=1
-grep -E "^(device|MATRIX|MISMATCH|CONTROL|timing|bf16|fp16)" "$O/odd/stdout.txt"
-
-memcheck_odd_scales "$C" "$O/sanitizer"
-
-bash bench/cuda_qmv_matrix_device.sh "$C" "$O/matrix" --no-time || status=1
-mkdir -p "$O/ragged"
-"$C/qmv_bench" --quick --ragged --out "$O/ragged" > "$O/ragged/stdout.txt" 2>&1 || status=1
-grep -E "PARITY|MISMATCH" "$O/ragged/stdout.txt" | head -5
+odd_scales_parity "$C" "$O" --odd-time || status=1
+grep -E "^(timing|bf16|fp16)" "$O/odd/stdout.txt"
 
 if [ -n "${3:-}" ]; then
   for rep in 1 2; do
     for build in old new; do
       b=$C; [ "$build" = old ] && b=$3
-      mkdir -p "$O/ab/$build$rep"
       for dtype in 0 1; do
-        "$b/qmv_bench" --out "$O/ab/$build$rep" --time "$dtype,2,3840,15360" \
-          0,0,0,0,1 0,0,0,0,2 0,0,0,0,4 0,0,0,0,8 0,0,0,0,16 \
-          > /dev/null 2>> "$O/ab/stderr.txt" || status=1
+        time_dispatch "$b/qmv_bench" "$O/ab/$build$rep" "$dtype,2,3840,15360" ||
+          status=1
       done
     done
   done

@@ -9,11 +9,8 @@
 #   OUT: where cuda_qmv_time.csv, the report and env.txt go.
 # Usage: bench/cuda_qmv_small_route_device.sh C OUT
 set -uo pipefail
-C=$1; O=$2
-mkdir -p "$O"
 . "$(dirname "$0")/cuda_device_env.sh"
-record_env "$O"
-status=0
+begin_run "$1" "$2"
 for shape in 512,1536 576,1536 960,2560 1024,1024 1024,4096 2048,2048 \
     2048,8192 2880,2880; do
   for bits in 4 8; do
