@@ -210,13 +210,14 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
     using Traits = cu::QmvStreamedTraits<T, Q, S>;
     bool taken = Traits::template takes<G>(
         x, w, s, b, a->m, a->n, a->k, a->l, a->broadcast_w);
-    if (a->tail == QMV_TAIL_PICKED ||
+    bool picked = a->tail == QMV_TAIL_PICKED;
+    if (picked && !taken) {
+      return -2;
+    }
+    if (picked ||
         (taken &&
          Traits::template prefetch<G>(
              x, w, a->m, a->n, a->k, a->l, a->broadcast_w))) {
-      if (!taken) {
-        return -2;
-      }
       cu::qmv_streamed<G, has_bias>(
           x, w, s, b, gs, out, a->m, a->n, a->k, a->l, a->broadcast_w,
           QmvLauncher{a->stream});
