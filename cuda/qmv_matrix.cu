@@ -359,7 +359,8 @@ static void time_shape(FILE* tcsv, int n, int k,
                  taken ? "" : " stock", us / s1);
         line += c;
         if (stock_each_m && m > 1) {
-          double sm = time_launches(p, out, m, false, st, reps);
+          // Where the dispatch left the product to stock, that is this time.
+          double sm = taken ? time_launches(p, out, m, false, st, reps) : us;
           fprintf(tcsv, "%s,%s,%s,stock_qmv,%d,%.2f,%.2f\n", shape,
                   kDtypeNames[dtype], q.name().c_str(), m, sm, s1);
           snprintf(c, sizeof(c), " [%.2fx]", sm / us);
