@@ -40,21 +40,29 @@ def dispatch(
     k <= 4096, go to qmv_prefetch_kernel, which the harness names V = 0
     (2 warps, a ring of 2 tiles). With n, 8-bit weights on fewer than 4096
     rows take 2 rows per warp at M <= 2, and M >= 3 on few rows (n <= 640;
-    below 8 bits n <= 320, or n <= 640 at M <= 8) smaller blocks."""
+    below 8 bits n <= 320, or n <= 640 at M <= 8) smaller blocks. 3-bit
+    weights take 8 vectors of 2 rows per warp from M = 5; 5- and 6-bit ones
+    blocks of 4 warps."""
     if k is not None and bits <= 4:
         one_vector = m == 1 and (k <= 4096 or (n is not None and n <= 8192))
         few_rows = n is not None and ((m <= 3 and n < 2560) or (m <= 4 and n <= 1024))
         if one_vector or (few_rows and k <= 4096):
             return (2, 1, 0, 2)
-    if bits >= 8 and n is not None and n < 4096 and m <= 2:
-        return (4, 2, m, 8)
     few = n is not None and (n <= 320 or (m <= 8 and n <= 640))
+    if bits in (5, 6):
+        if m <= 2:
+            return (4, 4, m, 4)
+        return (4, 4, 4, 4) if m <= 4 or few else (4, 2, 8, 3)
     if bits < 8:
         if m <= 1:
             return (8, 4, 1, 4)
         if m <= 2:
             return (8, 4, 2, 3)
-        return (4, 4, 4, 4) if few else (8, 4, 4, 3)
+        if few:
+            return (4, 4, 4, 4)
+        return (8, 2, 8, 3) if bits == 3 and m > 4 else (8, 4, 4, 3)
+    if n is not None and n < 4096 and m <= 2:
+        return (4, 2, m, 8)
     if m <= 1:
         return (2, 4, 1, 8)
     if m <= 2:

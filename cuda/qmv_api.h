@@ -12,7 +12,7 @@
 
 struct QmvArgs {
   int dtype;  // 0 = bfloat16, 1 = float16, 2 = float32 (float32: *_any only)
-  int bits;   // affine: 2, 4 or 8 (*_any: 2, 3, 4, 5, 6 or 8)
+  int bits;   // affine: 2, 3, 4, 5, 6 or 8
   int group;  // 64 (*_any: 32, 64 or 128; fp modes: the mode's own)
   const void* x;       // [l, m, k]
   const void* w;       // [n, k * bits / 8] bytes

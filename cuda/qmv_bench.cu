@@ -151,7 +151,12 @@ static double time_impl(Impl impl, int dtype, int bits, const Shape& sh,
 // Scale magnitude s0 and half range hr of the random scales and biases for
 // `bits`-bit weights (fill_vals): outputs of order one.
 static void quant_scale(int bits, float& s0, float& hr) {
-  s0 = bits == 2 ? 0.01f : bits == 4 ? 0.004f : 0.00025f;
+  s0 = bits == 2   ? 0.01f
+       : bits == 3 ? 0.006f
+       : bits == 4 ? 0.004f
+       : bits == 5 ? 0.002f
+       : bits == 6 ? 0.001f
+                   : 0.00025f;
   hr = ((1 << bits) - 1) / 2.0f;
 }
 
@@ -384,8 +389,11 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
                         int reps) {
   int dtype, bits, k, n;
   if (argc < 1 || sscanf(argv[0], "%d,%d,%d,%d", &dtype, &bits, &k, &n) != 4 ||
-      dtype < 0 || dtype > 1 || (bits != 2 && bits != 4 && bits != 8)) {
-    fprintf(stderr, "qmv_bench: --time %s: expected DTYPE,BITS,K,N\n",
+      dtype < 0 || dtype > 1 || bits < 2 || bits > 8 || bits == 7 ||
+      k <= 0 || k % kGroup != 0 || n <= 0) {
+    fprintf(stderr,
+            "qmv_bench: --time %s: expected DTYPE,BITS,K,N (BITS 2, 3, 4, 5, "
+            "6 or 8; K a multiple of the group size, 64)\n",
             argc < 1 ? "" : argv[0]);
     return 2;
   }
@@ -504,7 +512,8 @@ int main(int argc, char** argv) {
              "  W = 0 means the dispatch (qmv_streamed_auto)\n"
              "       qmv_bench [--out DIR] [--quick] --time DTYPE,BITS,K,N W,R,V,D,M[,T] ...\n"
              "  --time: time the read roofline, stock M=1 and each\n"
-             "  configuration on rotated weights (CSV; no checks)\n");
+             "  configuration on rotated weights (CSV; no checks);\n"
+             "  BITS 2, 3, 4, 5, 6 or 8 (--time and --profile)\n");
       return 0;
     }
     if (!strcmp(argv[i], "--quick")) quick = true;

@@ -21,18 +21,28 @@ int dispatch_types(const QmvArgs& a, F&& f) {
   if (a.group != 64) {
     return -1;
   }
-  if (a.dtype == 0 && a.bits == 2) {
-    return f.template operator()<cutlass::bfloat16_t, cutlass::uint2b_t>();
-  } else if (a.dtype == 1 && a.bits == 2) {
-    return f.template operator()<cutlass::half_t, cutlass::uint2b_t>();
-  } else if (a.dtype == 0 && a.bits == 4) {
-    return f.template operator()<cutlass::bfloat16_t, cutlass::uint4b_t>();
-  } else if (a.dtype == 0 && a.bits == 8) {
-    return f.template operator()<cutlass::bfloat16_t, uint8_t>();
-  } else if (a.dtype == 1 && a.bits == 4) {
-    return f.template operator()<cutlass::half_t, cutlass::uint4b_t>();
-  } else if (a.dtype == 1 && a.bits == 8) {
-    return f.template operator()<cutlass::half_t, uint8_t>();
+  auto widths = [&]<typename T>() {
+    switch (a.bits) {
+      case 2:
+        return f.template operator()<T, cutlass::uint2b_t>();
+      case 3:
+        return f.template operator()<T, cutlass::uint3b_t>();
+      case 4:
+        return f.template operator()<T, cutlass::uint4b_t>();
+      case 5:
+        return f.template operator()<T, cutlass::uint5b_t>();
+      case 6:
+        return f.template operator()<T, cutlass::uint6b_t>();
+      case 8:
+        return f.template operator()<T, uint8_t>();
+      default:
+        return -1;
+    }
+  };
+  if (a.dtype == 0) {
+    return widths.template operator()<cutlass::bfloat16_t>();
+  } else if (a.dtype == 1) {
+    return widths.template operator()<cutlass::half_t>();
   }
   return -1;
 }

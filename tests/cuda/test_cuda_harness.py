@@ -228,24 +228,37 @@ def test_tail_report_sets_the_split_against_whole_blocks(tmp_path: Path) -> None
     )
 
 
-def kernel_dispatch(qmv_cu: str) -> dict[int, list[tuple[str, tuple[int, ...]]]]:
-    """dispatch_streamed_tile of a qmv.cu, read back: for bits < 8 (key 4)
-    and >= 8 (key 8), its chain of (condition on m and n, (W, R, V, S))."""
+def kernel_dispatch(qmv_cu: str) -> list[tuple[str, list[tuple[str, tuple[int, ...]]]]]:
+    """dispatch_streamed_tile of a qmv.cu, read back: per `if constexpr`
+    branch on bits (in order, the last `else` as "True"), its chain of
+    (condition on m, n and few_rows, (W, R, V, S)), with the definition of
+    few_rows substituted."""
     start = qmv_cu.index("void dispatch_streamed_tile(int m, int n, F&& f) {")
     body = qmv_cu[start : qmv_cu.index("\n}\n", start)]
-    narrow, wide = body.split("if constexpr (bits < 8) {", 1)[1].split("\n  } else {\n", 1)
+    few_rows = re.search(r"bool few_rows = (.*?);", body, re.S)
+    assert few_rows, "dispatch_streamed_tile defines no few_rows"
+    branch = re.compile(r"(?:if constexpr \((.*?)\) \{|\n  \} else \{)")
+    parts = branch.split(body[body.index("if constexpr") :])
     step = re.compile(
-        r"(?:if \((.*?)\)|else)\s*\{\s*f\(((?:\s*integral_constant<int, \d+>\{\},?)+)\s*\);",
+        r"(?:if \((.*?)\)|else)\s*\{\s*tile\.template operator\(\)<([\d, ]+)>\(\);",
         re.S,
     )
-
-    def chain(text: str) -> list[tuple[str, tuple[int, ...]]]:
-        return [
-            (cond or "True", tuple(int(v) for v in re.findall(r"<int, (\d+)>", args)))
-            for cond, args in step.findall(text)
+    chains = []
+    for cond, text in zip(parts[1::2], parts[2::2]):
+        chain = [
+            (
+                (c or "True").replace("few_rows", f"({few_rows.group(1)})"),
+                tuple(int(v) for v in cfg.split(",")),
+            )
+            for c, cfg in step.findall(text)
         ]
+        chains.append((cond or "True", chain))
+    return chains
 
-    return {4: chain(narrow), 8: chain(wide)}
+
+def c_eval(cond: str, names: dict[str, int]) -> bool:
+    """A C++ condition of the dispatch (&&, ||, comparisons) evaluated."""
+    return bool(eval(cond.replace("&&", " and ").replace("||", " or "), {}, names))
 
 
 def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -> None:
@@ -261,16 +274,13 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
     listed = listed[: listed.index("#endif")]
     configs = re.findall(r"X\((\d+), (\d+), (\d+), (\d+)\)", listed)
     instantiated = {tuple(int(v) for v in c) for c in configs}
-    assert len(chains[4]) >= 2 and len(chains[8]) >= 2, chains
-    for bits in (2, 4, 8):
+    assert len(chains) >= 4 and all(len(chain) >= 2 for _, chain in chains), chains
+    for bits in (2, 3, 4, 5, 6, 8):
+        chain = next(chain for cond, chain in chains if c_eval(cond, {"bits": bits}))
         for m in range(1, 17):
             for n in (192, 320, 576, 640, 960, 2048, 4096, 14336):
                 names = {"m": m, "n": n}
-                picked = next(
-                    cfg
-                    for cond, cfg in chains[4 if bits < 8 else 8]
-                    if eval(cond.replace("&&", " and ").replace("||", " or "), {}, names)
-                )
+                picked = next(cfg for cond, cfg in chain if c_eval(cond, names))
                 # k = 8192: past the single-vector route but for one vector
                 # at up to 4 bits on at most 8192 rows
                 routed = m == 1 and bits <= 4 and n <= 8192
