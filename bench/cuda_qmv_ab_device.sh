@@ -2,14 +2,15 @@
 # Builds of the harness timed against each other in one device call: the
 # dispatch (qmv_streamed as mlx::core::qmv picks it) at M = 1, 2, 3, 4, 8, 16
 # and stock qmv, on the reference shapes and the real models' ones (or those
-# given in SHAPES, "K,N ..."), bf16 and fp16, 4 and 8 bits. Each shape runs
+# given in SHAPES, "K,N ..."), bf16 and fp16, 4 and 8 bits (or the widths
+# given in BITS, "3 5 6" say). Each shape runs
 # every build in turn, twice; the report gives, per product, the median of
 # the two runs of each build and its ratio to the first build's.
 # Run from the project root.
 #   OUT: where b0/, b1/, ... (CSVs), env.txt and report.txt go;
 #   DIR...: folders holding qmv_bench (`bench/cuda_qmv.py build`), the first
 #     the reference (e.g. the last session's build).
-# Usage: [SHAPES="K,N ..."] bench/cuda_qmv_ab_device.sh OUT DIR0 DIR1 [DIR2 ...]
+# Usage: [SHAPES="K,N ..."] [BITS="B ..."] bench/cuda_qmv_ab_device.sh OUT DIR0 DIR1 [DIR2 ...]
 set -uo pipefail
 O=$1; shift
 builds=("$@")
@@ -19,7 +20,7 @@ status=0
 ms="0,0,0,0,1 0,0,0,0,2 0,0,0,0,3 0,0,0,0,4 0,0,0,0,8 0,0,0,0,16"
 shapes=${SHAPES:-"4096,14336 14336,4096 4096,4096 3840,15360 11008,4096 4096,6144 2880,4096 2880,2880"}
 for shape in $shapes; do
-  for bits in 4 8; do
+  for bits in ${BITS:-4 8}; do
     for dtype in 0 1; do
       for pass in 1 2; do
         for i in "${!builds[@]}"; do

@@ -289,6 +289,107 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
                 assert picked in instantiated, picked
 
 
+ODD_WIDTH_CHECK = r"""
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include "plan.h"
+// __byte_perm without the sign-replicating modes, on the host.
+static uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+  uint64_t v = (uint64_t(y) << 32) | x;
+  uint32_t r = 0;
+  for (int k = 0; k < 4; ++k) {
+    r |= uint32_t((v >> (8 * ((s >> (4 * k)) & 7))) & 0xff) << (8 * k);
+  }
+  return r;
+}
+// A positive bfloat16 or float16 (mantissa bits, bias) as a double.
+static double value(uint32_t h, int mant, int bias) {
+  int e = h >> mant;
+  double m = double(h & ((1u << mant) - 1)) / (1 << mant);
+  return std::ldexp(1.0 + m, e - bias);
+}
+// Elements of `lanes` random lanes that the plan gets wrong.
+static long wrong(const OddWidthPlan& plan, int bits, int elems, int mant,
+                  int bias, int lanes) {
+  std::mt19937_64 rng(bits * 31 + mant);
+  long bad = 0;
+  for (int it = 0; it < lanes; ++it) {
+    uint64_t packed = rng() & ((1ull << (elems * bits)) - 1);
+    uint32_t regs[16];
+    for (int c = 0; c < plan.num_shifts; ++c) {
+      uint64_t copy = packed >> plan.shifts[c];
+      regs[2 * c] = uint32_t(copy);
+      regs[2 * c + 1] = uint32_t(copy >> 32);
+    }
+    for (int i = 0; i < elems / 2; ++i) {
+      const auto& p = plan.pairs[i];
+      uint32_t w = (byte_perm(regs[p.x], regs[p.y], p.selector) & p.mask) |
+          p.exponent;
+      for (int h = 0; h < 2; ++h) {
+        double got = value((w >> (16 * h)) & 0xffff, mant, bias) -
+            value((p.exponent >> (16 * h)) & 0xffff, mant, bias);
+        int e = 2 * i + h;
+        bad += got != double((packed >> (e * bits)) & ((1u << bits) - 1));
+      }
+    }
+  }
+  return bad;
+}
+int main() {
+  for (int bits : {3, 5, 6}) {
+    for (int bf16 : {0, 1}) {
+      int mant = bf16 ? 7 : 10, bias = bf16 ? 127 : 15;
+      int elems = 64 / bits / 8 * 8;
+      OddWidthPlan plan = odd_width_plan(bits, elems, mant, bias);
+      long bad = plan.found ? wrong(plan, bits, elems, mant, bias, 20000) : -1;
+      // Negative control: pair 0's halves swapped.
+      OddWidthPlan swapped = plan;
+      uint32_t s = swapped.pairs[0].selector;
+      swapped.pairs[0].selector = ((s >> 8) | (s << 8)) & 0xffff;
+      swapped.pairs[0].mask = (plan.pairs[0].mask >> 16) | (plan.pairs[0].mask << 16);
+      swapped.pairs[0].exponent =
+          (plan.pairs[0].exponent >> 16) | (plan.pairs[0].exponent << 16);
+      long control = wrong(swapped, bits, elems, mant, bias, 20000);
+      printf("%d %s copies %d wrong %ld control %ld\n", bits,
+             bf16 ? "bf16" : "fp16", plan.num_shifts, bad, control);
+    }
+  }
+}
+"""
+
+
+def test_odd_width_plan_makes_every_element_exactly(patched_checkout: Path, tmp_path: Path) -> None:
+    """qmv.cu's odd_width_plan, compiled for the host: for 3-, 5- and 6-bit
+    lanes in bfloat16 and float16, every element of 20000 random lanes
+    comes out of its pair's permutation, mask and subtraction as the
+    integer itself, with the shifted copies docs/benchmarks.md names; the
+    same plan with one pair's halves swapped gets elements wrong (the check
+    can fail)."""
+    gxx = shutil.which(os.environ.get("CXX", "g++"))
+    if not gxx:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have a C++ compiler (g++) to check odd_width_plan")
+        pytest.skip("no C++ compiler (g++): odd_width_plan is not checked")
+    qmv = (patched_checkout / QMV).read_text()
+    start = qmv.index("struct OddWidthPlan {")
+    (tmp_path / "plan.h").write_text(
+        "#include <cstdint>\n" + qmv[start : qmv.index("// Elements [first, first + N)", start)]
+    )
+    (tmp_path / "check.cpp").write_text(ODD_WIDTH_CHECK)
+    subprocess.run([gxx, "-std=c++20", "-O2", "-o", str(tmp_path / "check"), str(tmp_path / "check.cpp")],
+                   cwd=tmp_path, check=True, capture_output=True, text=True)
+    out = subprocess.run([str(tmp_path / "check")], check=True, capture_output=True, text=True).stdout
+    rows = {(int(b), t): (int(c), int(w), int(k)) for b, t, c, w, k in
+            re.findall(r"(\d) (\w+) copies (\d+) wrong (-?\d+) control (\d+)", out)}
+    assert len(rows) == 6, out
+    copies = {(3, "fp16"): 1, (3, "bf16"): 2, (5, "fp16"): 2, (5, "bf16"): 3, (6, "fp16"): 2, (6, "bf16"): 4}
+    for key, (count, wrong, control) in rows.items():
+        assert wrong == 0, (key, out)
+        assert control > 0, (key, out)
+        assert count == copies[key], (key, out)
+
+
 def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Path) -> None:
     """qmv_streamed sends one vector that qmv_prefetch_kernel takes (16
     elements a lane, k <= 4096 or n <= 8192), or up to 3 on fewer than 2560
