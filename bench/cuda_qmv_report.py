@@ -36,31 +36,37 @@ def dispatch(
     """(warps, rows, vectors, stages) of qmv.cu's dispatch_streamed_tile; with
     k (and n), qmv_streamed's route before it: up to 4 bits (16-bit x) on
     rows aligned as the harness's are, one vector on rows of k <= 4096 or on
-    n <= 8192 rows, or up to 3 on fewer than 2560 rows (4 on up to 1024) of
-    k <= 4096, go to qmv_prefetch_kernel, which the harness names V = 0
+    n <= 8192 rows, or up to 3 on fewer than 2560 rows (4 on up to 1024, 8
+    on up to 320, any number on up to 192) of k <= 4096, go to
+    qmv_prefetch_kernel, which the harness names V = 0
     (2 warps, a ring of 2 tiles). With n, 8-bit weights on fewer than 4096
     rows take 2 rows per warp at M <= 2, and M >= 3 on few rows (n <= 640;
-    below 8 bits n <= 320, or n <= 640 at M <= 8) smaller blocks. 3-bit
-    weights take 8 vectors of 2 rows per warp from M = 5; 5- and 6-bit ones
-    blocks of 4 warps."""
+    below 8 bits n <= 320, or n <= 640 at M <= 8) smaller blocks. 5- and
+    6-bit weights take blocks of 4 warps, of 2 rows per warp for one or two
+    vectors on fewer than 4096 rows (one on up to 4096) or three or more on
+    up to 640."""
     if k is not None and bits <= 4:
         one_vector = m == 1 and (k <= 4096 or (n is not None and n <= 8192))
-        few_rows = n is not None and ((m <= 3 and n < 2560) or (m <= 4 and n <= 1024))
+        few_rows = n is not None and (
+            (m <= 3 and n < 2560) or (m <= 4 and n <= 1024) or (m <= 8 and n <= 320) or n <= 192
+        )
         if one_vector or (few_rows and k <= 4096):
             return (2, 1, 0, 2)
     few = n is not None and (n <= 320 or (m <= 8 and n <= 640))
     if bits in (5, 6):
+        if m <= 2 and n is not None and (n < 4096 or (m == 1 and n == 4096)):
+            return (4, 2, m, 8)
         if m <= 2:
             return (4, 4, m, 4)
-        return (4, 4, 4, 4) if m <= 4 or few else (4, 2, 8, 3)
+        if n is not None and n <= 640:
+            return (4, 2, 4, 4)
+        return (2, 4, 4, 6) if m <= 4 else (4, 2, 8, 3)
     if bits < 8:
         if m <= 1:
             return (8, 4, 1, 4)
         if m <= 2:
             return (8, 4, 2, 3)
-        if few:
-            return (4, 4, 4, 4)
-        return (8, 2, 8, 3) if bits == 3 and m > 4 else (8, 4, 4, 3)
+        return (4, 4, 4, 4) if few else (8, 4, 4, 3)
     if n is not None and n < 4096 and m <= 2:
         return (4, 2, m, 8)
     if m <= 1:
