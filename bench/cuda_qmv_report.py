@@ -11,9 +11,12 @@ Shapes are those of the CSV, in its order.
 
 Usage: python3 bench/cuda_qmv_report.py RESULTS_DIR
        python3 bench/cuda_qmv_report.py --matrix RESULTS_DIR
+       python3 bench/cuda_qmv_report.py --slower RESULTS_DIR
        python3 bench/cuda_qmv_report.py --roofline RESULTS_DIR
        python3 bench/cuda_qmv_report.py --mlx RESULTS_DIR
        python3 bench/cuda_qmv_report.py --tolerance RESULTS_DIR
+       python3 bench/cuda_qmv_report.py --tail CUDA_QMV_TIME_CSV
+       python3 bench/cuda_qmv_report.py --tail-configs BITS K N
 (--matrix: the timing table of a qmv_matrix run, cuda_qmv_matrix_timing.csv,
 as written by cuda_qmv_matrix_device.sh. --roofline: the read roofline
 against stock and the dispatch, cuda_qmv_time.csv as written by
@@ -323,7 +326,14 @@ def main(argv: list[str]) -> int:
     if len(argv) == 5 and argv[1] == "--tail-configs":
         print(tail_configs(*(int(a) for a in argv[2:])))
         return 0
+    if len(argv) != 2 or argv[1].startswith("-"):
+        print(__doc__, end="")
+        return 0 if len(argv) == 2 and argv[1] in ("-h", "--help") else 2
     d = Path(argv[1])
+    if not (d / "cuda_qmv_timing.csv").is_file():
+        print(f"cuda_qmv_report.py: error: {d}: no cuda_qmv_timing.csv (a cuda_qmv_device.sh "
+              "results folder)", file=sys.stderr)
+        return 2
     rows = list(csv.DictReader(open(d / "cuda_qmv_timing.csv")))
     wheel = {}
     if (d / "mlx_wheel.csv").is_file():

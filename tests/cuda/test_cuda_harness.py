@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -259,6 +260,26 @@ def kernel_dispatch(qmv_cu: str) -> list[tuple[str, list[tuple[str, tuple[int, .
 def c_eval(cond: str, names: dict[str, int]) -> bool:
     """A C++ condition of the dispatch (&&, ||, comparisons) evaluated."""
     return bool(eval(cond.replace("&&", " and ").replace("||", " or "), {}, names))
+
+
+def test_report_says_how_to_call_it_and_names_a_folder_without_a_run(tmp_path: Path) -> None:
+    """bench/cuda_qmv_report.py --help prints its usage (exit 0); no
+    argument prints it too (exit 2); a folder without a run's CSV is a
+    one-line error naming the folder (exit 2), not a traceback."""
+    script = ROOT / "bench" / "cuda_qmv_report.py"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
+
+    help_ = run("--help")
+    assert help_.returncode == 0 and "Usage: python3 bench/cuda_qmv_report.py" in help_.stdout
+    assert "--slower RESULTS_DIR" in help_.stdout
+    assert run().returncode == 2
+    missing = run(str(tmp_path))
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().splitlines() == [
+        f"cuda_qmv_report.py: error: {tmp_path}: no cuda_qmv_timing.csv (a cuda_qmv_device.sh results folder)"
+    ]
 
 
 def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -> None:
