@@ -17,7 +17,7 @@
 // 16 on 3840 x 15360 (ragged at 4 bits) and 4096 x 14336 (whole tiles)
 // against stock.
 //
-// Usage: qmv_bench [--quick] [--ragged] [--bits 2|4|8] [--out DIR]
+// Usage: qmv_bench [--quick] [--ragged] [--bits 2|3|4|5|6|8] [--out DIR]
 #include "qmv_api.h"
 #include "qmv_harness.cuh"
 
@@ -500,12 +500,12 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
 
 int main(int argc, char** argv) {
   bool quick = false, batch_only = false, ragged = false;
-  // Weight widths: 4 and 8 bits unless --bits names one (2, 4 or 8).
+  // Weight widths: 4 and 8 bits unless --bits names one (2, 3, 4, 5, 6 or 8).
   std::vector<int> bits_list = {4, 8};
   std::string outdir = ".";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--help")) {
-      printf("usage: qmv_bench [--quick] [--ragged] [--batch-only] [--bits 2|4|8] [--out DIR]\n"
+      printf("usage: qmv_bench [--quick] [--ragged] [--batch-only] [--bits 2|3|4|5|6|8] [--out DIR]\n"
              "       qmv_bench --profile DTYPE,BITS,K,N W,R,V,D,M ...\n"
              "  --profile: launch stock M=1 and each streamed configuration\n"
              "  once (for ncu), no checks; DTYPE 0 = bf16, 1 = fp16;\n"
@@ -521,8 +521,8 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--ragged")) ragged = true;
     if (!strcmp(argv[i], "--bits") && i + 1 < argc) {
       int bits = atoi(argv[++i]);
-      if (bits != 2 && bits != 4 && bits != 8) {
-        fprintf(stderr, "qmv_bench: --bits %s: 2, 4 or 8\n", argv[i]);
+      if (bits < 2 || bits > 8 || bits == 7) {
+        fprintf(stderr, "qmv_bench: --bits %s: 2, 3, 4, 5, 6 or 8\n", argv[i]);
         return 2;
       }
       bits_list = {bits};
@@ -671,8 +671,12 @@ int main(int argc, char** argv) {
                             hb.size() * 2, cudaMemcpyDeviceToHost));
               double acc = 0, mag = 0;
               for (int j = 0; j < sh.k; ++j) {
-                int q = (hw[size_t(j) * bits / 8] >> (j * bits % 8)) &
-                    ((1 << bits) - 1);
+                // Element j's bits, which at 3, 5 and 6 bits can span two
+                // bytes.
+                size_t byte = size_t(j) * bits / 8;
+                uint32_t window = hw[byte] |
+                    (byte + 1 < hw.size() ? uint32_t(hw[byte + 1]) << 8 : 0);
+                int q = (window >> (j * bits % 8)) & ((1 << bits) - 1);
                 double wd = q * (double)to_float(hs[j / kGroup], dtype) +
                     (double)to_float(hb[j / kGroup], dtype);
                 double xv = to_float(hx[j], dtype);
