@@ -4,7 +4,10 @@
 // Parity: for every shape/dtype/bits and every M in 1..16, every row of every
 // streamed launch is compared bitwise with the stock kernel run at M = 1 on
 // that row alone; outputs are poisoned before each launch. Numerics: a few
-// rows of the stock M = 1 result against a float64 CPU reference.
+// rows of the stock M = 1 result against a float64 CPU reference. Negative
+// control: per shape, dtype and width (and per K of the batched products),
+// stock_qmv_other_order (the configuration matrix's control, linked from
+// stock_matrix.o) at M = 16 must be reported as different.
 // Timing: CUDA graphs of R launches, each on its own weight set (R sets span
 // more than 256 MB, far beyond the 50 MB L2), replayed after a warm-up; the
 // figure is the median over replays of (replay time / R), so it includes the
@@ -192,9 +195,20 @@ static Sets make_sets(int dtype, int bits, size_t w_bytes, size_t sb_elems,
   return sets;
 }
 
+// How many 16-bit outputs differ, bit for bit, in the first n.
+static size_t count_diff(const std::vector<uint16_t>& a,
+                         const std::vector<uint16_t>& b, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) bad += a[i] != b[i];
+  return bad;
+}
+
 // Batched products (B > 1), weights per batch or broadcast: every row of the
-// streamed dispatch against the stock kernel at M = 1, B = 1 on that row.
+// streamed dispatch against the stock kernel at M = 1, B = 1 on that row. At
+// M = 16 the negative control (stock_qmv_other_order) must differ; controls
+// and controls_seen count it.
 static bool batch_parity(cudaStream_t st, long long& rows_checked,
+                         long long& controls, long long& controls_seen,
                          const std::vector<int>& bits_list, int K = 4096) {
   const int N = 2048, L = 3;
   bool ok = true;
@@ -248,14 +262,28 @@ static bool batch_parity(cudaStream_t st, long long& rows_checked,
           size_t cnt = size_t(L) * m * N;
           CK(cudaMemcpy(h_ref.data(), ref, cnt * 2, cudaMemcpyDeviceToHost));
           CK(cudaMemcpy(h_out.data(), out, cnt * 2, cudaMemcpyDeviceToHost));
-          size_t bad = 0;
-          for (size_t i = 0; i < cnt; ++i) bad += h_ref[i] != h_out[i];
+          size_t bad = count_diff(h_ref, h_out, cnt);
           rows_checked += L * m;
           if (bad) {
             ok = false;
             logf("BATCH MISMATCH K=%d %s %d-bit B=%d M=%d broadcast=%d: %zu "
                  "of %zu\n", K, dtype == 0 ? "bf16" : "fp16", bits, L, m,
                  int(bcast), bad, cnt);
+          }
+          if (m == 16) {
+            CK(cudaMemsetAsync(out, 0xFF, cnt * 2, st));
+            if (stock_qmv_other_order(&a) != 0) return false;
+            CK(cudaStreamSynchronize(st));
+            CK(cudaMemcpy(h_out.data(), out, cnt * 2, cudaMemcpyDeviceToHost));
+            controls++;
+            if (count_diff(h_ref, h_out, cnt) > 0) {
+              controls_seen++;
+            } else {
+              ok = false;
+              logf("BATCH CONTROL NOT DETECTED K=%d %s %d-bit B=%d "
+                   "broadcast=%d: the other order matched stock M=1\n",
+                   K, dtype == 0 ? "bf16" : "fp16", bits, L, int(bcast));
+            }
           }
         }
       }
@@ -576,18 +604,21 @@ int main(int argc, char** argv) {
     cudaFree(b);
   }
 
+  long long batch_controls = 0, batch_controls_seen = 0;
   {
     // Ragged: K = 3840 (4-bit residue 256) and 3968 (8-bit residue 128).
     std::vector<int> ks = {4096};
     if (ragged) ks = {4096, 3840, 3968};
     bool bok = true;
     for (int K : ks) {
-      long long batch_rows = 0;
-      bool kok = batch_parity(st, batch_rows, bits_list, K);
+      long long batch_rows = 0, controls = 0, seen = 0;
+      bool kok = batch_parity(st, batch_rows, controls, seen, bits_list, K);
       logf("BATCH PARITY %s: K = %d, N = 2048, B = 3, weights per batch and "
            "broadcast, M in {1,2,3,4,5,7,16}, %lld rows bitwise against "
-           "stock M=1 B=1\n",
-           kok ? "OK" : "FAILED", K, batch_rows);
+           "stock M=1 B=1; negative control detected in %lld of %lld\n",
+           kok ? "OK" : "FAILED", K, batch_rows, seen, controls);
+      batch_controls += controls;
+      batch_controls_seen += seen;
       bok &= kok;
     }
     if (batch_only) return bok ? 0 : 1;
@@ -606,7 +637,8 @@ int main(int argc, char** argv) {
   const int reps = quick ? 10 : 30;
   const int kMaxM = 16;
   bool all_ok = true;
-  long long rows_checked = 0, launches_checked = 0;
+  long long rows_checked = 0, launches_checked = 0, controls = 0,
+            controls_seen = 0;
 
   for (const Shape& sh : shapes) {
     for (int dtype = 0; dtype < 2; ++dtype) {
@@ -739,9 +771,7 @@ int main(int argc, char** argv) {
             CK(cudaGetLastError());
             CK(cudaMemcpy(h_out.data(), out, size_t(m) * sh.n * 2,
                           cudaMemcpyDeviceToHost));
-            size_t bad = 0;
-            for (size_t i = 0; i < size_t(m) * sh.n; ++i)
-              bad += h_out[i] != h_ref[i];
+            size_t bad = count_diff(h_ref, h_out, size_t(m) * sh.n);
             rows_checked += m;
             launches_checked++;
             if (bad) {
@@ -752,6 +782,29 @@ int main(int argc, char** argv) {
                    label, dname, bits, impl_name(v.impl), v.R, v.V, v.G, v.D,
                    v.tail, m, bad, size_t(m) * sh.n);
             }
+          }
+        }
+        // Negative control: the same dequantized products summed in
+        // another order must be reported as different from stock M = 1.
+        {
+          CK(cudaMemsetAsync(out, 0xFF, out_elems * 2, st));
+          QmvArgs a = make_args(dtype, bits, x, sets.w[0], sets.s[0],
+                                sets.b[0], out, kMaxM, sh.n, sh.k, st);
+          if (stock_qmv_other_order(&a) != 0) {
+            logf("control launch failed\n");
+            return 2;
+          }
+          CK(cudaStreamSynchronize(st));
+          CK(cudaMemcpy(h_out.data(), out, out_elems * 2,
+                        cudaMemcpyDeviceToHost));
+          controls++;
+          if (count_diff(h_ref, h_out, out_elems) > 0) {
+            controls_seen++;
+          } else {
+            all_ok = false;
+            logf("CONTROL NOT DETECTED %s %s %d-bit: the other order matched "
+                 "stock M=1 on all %zu outputs\n",
+                 label, dname, bits, out_elems);
           }
         }
         logf("%s %s %d-bit: parity %s (%zu variants x M=1..16, bitwise vs "
@@ -847,8 +900,10 @@ int main(int argc, char** argv) {
       }
     }
   }
-  logf("PARITY %s: %lld launches, %lld rows checked bitwise against stock M=1\n",
-       all_ok ? "OK" : "FAILED", launches_checked, rows_checked);
+  logf("PARITY %s: %lld launches, %lld rows checked bitwise against stock "
+       "M=1; negative control detected in %lld of %lld\n",
+       all_ok ? "OK" : "FAILED", launches_checked, rows_checked,
+       controls_seen + batch_controls_seen, controls + batch_controls);
   fclose(g_csv);
   fclose(g_log);
   return all_ok ? 0 : 1;

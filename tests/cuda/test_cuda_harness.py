@@ -158,6 +158,10 @@ def test_streamed_kernel_takes_ragged_k_and_the_harness_checks_it() -> None:
     assert '"--ragged"' in bench
     for shape in ("{2048, 3840, false}", "{2048, 3968, false}", "{15360, 3840, true}"):
         assert shape in bench, shape
+    # Its own negative control, per shape, dtype and width and per batched K:
+    # another summation order must be reported as different.
+    assert bench.count("stock_qmv_other_order(&a)") == 2
+    assert bench.count("CONTROL NOT DETECTED") == 2
 
 
 def test_last_wave_runs_half_size_blocks_and_the_harness_checks_both() -> None:
@@ -667,6 +671,64 @@ def test_patched_qmv_cu_compiles_whole(patched_checkout: Path, tmp_path: Path) -
     assert bad.returncode != 0 and "undeclared_name" in bad.stderr, bad.stderr[-2000:]
 
 
+def wheel_gencodes(setup_py: str) -> list[str]:
+    """nvcc -gencode flags for the CUDA architectures MLX's wheels are built
+    for (setup.py's cuda_archs: "80-real" is sm_80 code, "120-virtual" PTX)."""
+    flags = []
+    for arch, kind in dict.fromkeys(re.findall(r'"(\d+a?)-(real|virtual)"', setup_py)):
+        code = f"sm_{arch}" if kind == "real" else f"compute_{arch}"
+        flags.append(f"-gencode=arch=compute_{arch},code={code}")
+    return flags
+
+
+def test_wheel_gencodes_read_setup_s_list() -> None:
+    setup = ('cuda_archs = ["75-real", "80-real", "120a-real", "120-virtual"]\n'
+             'cuda_archs += ["90a-real", "100a-real", "80-real"]\n')
+    assert wheel_gencodes(setup) == [
+        "-gencode=arch=compute_75,code=sm_75", "-gencode=arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_120a,code=sm_120a", "-gencode=arch=compute_120,code=compute_120",
+        "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_100a,code=sm_100a"]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_patched_qmv_cu_compiles_for_every_wheel_architecture(patched_checkout: Path, tmp_path: Path) -> None:
+    """MLX's wheels build qmv.cu for every architecture in setup.py, from
+    sm_75 on. The streamed kernels need sm_80 (cp.async, packed bfloat16
+    arithmetic) and the fp8 pair conversion sm_89: below sm_80 they compile
+    to empty kernels that mlx::core::qmv never launches, below sm_89 the
+    pairs go through CUTLASS's converter. The whole file (nvcc and ptxas)
+    for each of those architectures but sm_90a, which the harness builds;
+    then, as the negative control, a copy without the sm_80 guard for sm_75,
+    which must fail."""
+    inputs = _nvcc_inputs()
+    if isinstance(inputs, str):
+        _missing(inputs)
+    nvcc, headers, fmt = inputs
+    gencodes = wheel_gencodes((patched_checkout / "setup.py").read_text())
+    assert "-gencode=arch=compute_75,code=sm_75" in gencodes, gencodes
+    gencodes.remove("-gencode=arch=compute_90a,code=sm_90a")
+    src = (patched_checkout / QMV).read_text()
+    qmv = src[src.index("\nvoid qmv(") :]
+    assert "encoder.device().compute_capability_major() >= 8 &&" in qmv
+
+    def compile_for(path: Path, flags: list[str]) -> subprocess.CompletedProcess:
+        common = [f for f in cuda_qmv.NVFLAGS if f != "-Xcompiler=-fPIC"]
+        return subprocess.run(
+            [nvcc, *common, *flags, "--threads", "0", f"-I{fmt}", f"-I{headers / 'cccl'}",
+             f"-I{patched_checkout}", "-isystem", str(headers), "-c", str(path),
+             "-o", str(tmp_path / f"{path.stem}.o")],
+            capture_output=True, text=True)
+
+    built = compile_for(patched_checkout / QMV, gencodes)
+    assert built.returncode == 0, built.stderr[-3000:]
+    unguarded = tmp_path / "qmv_unguarded.cu"
+    assert src.count("#if defined(MLX_CUDA_SM_80_ENABLED)") == 2
+    unguarded.write_text(src.replace("#if defined(MLX_CUDA_SM_80_ENABLED)", "#if 1"))
+    failed = compile_for(unguarded, ["-gencode=arch=compute_75,code=sm_75"])
+    assert failed.returncode != 0 and "error" in failed.stderr, failed.stderr[-2000:]
+
+
 def _gpu_compute_cap() -> str:
     smi = shutil.which("nvidia-smi")
     if not smi:
@@ -685,6 +747,9 @@ def test_harness_runs_on_an_sm90_gpu(harness_build: Path, tmp_path: Path) -> Non
         pytest.skip(f"GPU run needs an sm_90 GPU (found: {cc or 'none'}); "
                     "recorded H200 runs: docs/data/cuda_*_h200_*")
     assert cuda_qmv.main(["run", "--build-dir", str(harness_build), "--out", str(tmp_path), "--quick"]) == 0
+    log = (tmp_path / "cuda_qmv_log.txt").read_text()
+    found = re.search(r"PARITY OK: .*negative control detected in (\d+) of (\d+)", log)
+    assert found and found[1] == found[2] != "0", log[-2000:]
 
 
 def test_matrix_report_gives_each_type_against_stock_m1(tmp_path: Path) -> None:
