@@ -31,11 +31,14 @@ include folder (MLX builds with fmt 12.1.0; the host headers of the TU need it).
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -254,6 +257,95 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def wheel_gencodes(setup_py: str) -> list[str]:
+    """nvcc -gencode flags for the CUDA architectures MLX's wheels are built
+    for (setup.py's cuda_archs: "80-real" is sm_80 code, "120-virtual" PTX)."""
+    flags = []
+    for arch, kind in dict.fromkeys(re.findall(r'"(\d+a?)-(real|virtual)"', setup_py)):
+        code = f"sm_{arch}" if kind == "real" else f"compute_{arch}"
+        flags.append(f"-gencode=arch=compute_{arch},code={code}")
+    return flags
+
+
+def whole_qmv_command(nvcc: str, checkout: Path, headers: Path, fmt: Path,
+                      gencodes: list[str], obj: Path) -> list[str]:
+    """nvcc on a checkout's whole qmv.cu (host and device, every gencode, one
+    thread per gencode) with the flags of MLX's CMake."""
+    common = [f for f in NVFLAGS if f != "-Xcompiler=-fPIC"]
+    return [nvcc, *common, *gencodes, "--threads", "0", f"-I{fmt}", f"-I{headers / 'cccl'}",
+            f"-I{checkout}", "-isystem", str(headers), "-c", str(checkout / QMV_REL), "-o", str(obj)]
+
+
+# nvcc --time phases that belong to one architecture's device code (the
+# rest, cudafe++ and the host compile, is the host side).
+DEVICE_PHASES = ("gcc (preprocessing 1)", "cicc", "ptxas", "")
+
+
+def phase_seconds(time_csv: str) -> dict[str, float]:
+    """Seconds per architecture ("sm_90a", or "compute_120 (PTX)" for a
+    PTX-only target) and for the host side ("host"), from an `nvcc --time`
+    CSV."""
+    rows = list(csv.reader(io.StringIO(time_csv), skipinitialspace=True))
+    head = [h.strip() for h in rows[0]]
+    seconds: dict[str, float] = {}
+    real: set[str] = set()
+    for row in rows[1:]:
+        rec = dict(zip(head, (c.strip() for c in row)))
+        if rec.get("unit") != "ms" or rec.get("phase name") == "nvcc (driver)":
+            continue
+        arch = re.sub(r"^(compute|sm)_", "", rec.get("arch", ""))
+        key = arch if arch and rec.get("phase name") in DEVICE_PHASES else "host"
+        if rec.get("phase name") == "ptxas":
+            real.add(arch)
+        seconds[key] = seconds.get(key, 0.0) + float(rec["metric"]) / 1000
+    return {(k if k == "host" else f"sm_{k}" if k in real else f"compute_{k} (PTX)"): v
+            for k, v in seconds.items()}
+
+
+def cmd_compile_time(args: argparse.Namespace) -> int:
+    nvcc = shutil.which(args.nvcc)
+    if not nvcc:
+        raise HarnessError("nvcc not found")
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    pinned, patched = Path(args.mlx).resolve(), Path(args.patched).resolve()
+    headers, fmt = Path(args.headers).resolve(), Path(args.fmt).resolve()
+    setup = pinned / "setup.py"
+    if args.archs:
+        gencodes = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in args.archs.split(",")]
+    elif setup.is_file():
+        gencodes = wheel_gencodes(setup.read_text())
+    else:
+        raise HarnessError(f"{setup}: not found (give --archs)")
+    results = {}
+    for side, checkout in (("stock", pinned), ("patched", patched)):
+        if not (checkout / QMV_REL).is_file():
+            raise HarnessError(f"{checkout / QMV_REL}: not found")
+        csv_path = out / f"{side}_time.csv"
+        csv_path.unlink(missing_ok=True)
+        cmd = whole_qmv_command(nvcc, checkout, headers, fmt, gencodes, out / f"{side}.o")
+        cmd[1:1] = ["--time", str(csv_path)]
+        print("+ " + " ".join(cmd), flush=True)
+        start = time.monotonic()
+        run(cmd, out / f"{side}.log")
+        wall = time.monotonic() - start
+        results[side] = (wall, phase_seconds(csv_path.read_text()))
+    keys = [k for k in results["patched"][1] if k != "host"] + ["host"]
+    lines = [f"nvcc on the whole qmv.cu, `--threads 0` ({os.cpu_count()} cores); seconds",
+             "", "| part | stock | patched | patched / stock |", "|---|---|---|---|"]
+    for k in keys:
+        a, b = results["stock"][1].get(k, 0.0), results["patched"][1].get(k, 0.0)
+        lines.append(f"| {k} | {a:.1f} | {b:.1f} | {b / a:.2f} |" if a else f"| {k} | {a:.1f} | {b:.1f} | |")
+    ta, tb = (sum(results[s][1].values()) for s in ("stock", "patched"))
+    lines.append(f"| all parts | {ta:.1f} | {tb:.1f} | {tb / ta:.2f} |")
+    wa, wb = results["stock"][0], results["patched"][0]
+    lines.append(f"| wall | {wa:.1f} | {wb:.1f} | {wb / wa:.2f} |")
+    table = "\n".join(lines) + "\n"
+    (out / "compile_time.md").write_text(table)
+    print(table)
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     bdir = Path(args.build_dir).resolve()
     out = Path(args.out).resolve()
@@ -298,6 +390,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--sweep", action="store_true",
                    help="run qmv_matrix --sweep (fp-mode configurations; a build with --sweep)")
     r.set_defaults(func=cmd_run)
+    t = sub.add_parser("compile-time", help="time nvcc on the stock and patched qmv.cu, per architecture")
+    t.add_argument("--mlx", required=True, help="checkout of upstream mlx at the pin")
+    t.add_argument("--patched", required=True, help="checkout with the queue applied")
+    t.add_argument("--headers", required=True, help="mlx/include of an unpacked mlx-cuda-13 wheel")
+    t.add_argument("--fmt", required=True, help="fmt >= 11 include folder")
+    t.add_argument("--archs", help="e.g. 90a,80 (default: the pinned setup.py's wheel architectures)")
+    t.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
+    t.add_argument("--out", default=".")
+    t.set_defaults(func=cmd_compile_time)
     args = ap.parse_args(argv)
     try:
         return args.func(args)

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PATCHES = ROOT / "patches"
 QMV = "mlx/backend/cuda/quantized/qmm/qmv.cu"
 QUANTIZED = "mlx/backend/cuda/quantized/quantized.cpp"
+QMM = "mlx/backend/cuda/quantized/qmm/qmm.cu"
 PY_TEST = "python/tests/test_quantized.py"
 
 
@@ -42,8 +43,9 @@ def test_kernel_patch_is_for_upstream_and_the_routing_overlay_only() -> None:
     routing = [n for n in kinds if "keep-CUDA-products-up-to-16" in n]
     assert len(routing) == 1 and kinds[routing[0]] == "overlay"
     text = (PATCHES / routing[0]).read_text()
-    # The route, and the CUDA row test's vector limit that follows it.
-    assert re.findall(r"(?m)^diff --git a/(\S+) b/", text) == [QUANTIZED, PY_TEST]
+    # fp_qmv's vector limit, the route, and the CUDA row test's vector limit
+    # that follows it.
+    assert re.findall(r"(?m)^diff --git a/(\S+) b/", text) == [QMM, QUANTIZED, PY_TEST]
 
 
 @pytest.mark.integration
@@ -52,8 +54,9 @@ def test_overlay_routes_every_matrix_kernel_branch_to_qmv_up_to_16_vectors(
 ) -> None:
     """In the patched QuantizedMatmul::eval_gpu, each branch that can pick a
     matrix kernel (qmm_sm90, qmm_sm80, qmm_naive) takes qmv for M * B <= 16,
-    so no product of up to 16 vectors leaves the exact kernel; the stock
-    file has branches that do not (the check can fail)."""
+    so no product of up to 16 vectors leaves the exact kernel, and fp_qmv
+    takes as many; the stock files have branches and a limit that do not
+    (the check can fail)."""
 
     def branches(text: str) -> dict[str, str]:
         body = text[text.index("void QuantizedMatmul::eval_gpu") :]
@@ -76,6 +79,17 @@ def test_overlay_routes_every_matrix_kernel_branch_to_qmv_up_to_16_vectors(
     stock = branches((pinned_checkout / QUANTIZED).read_text())
     assert set(stock) == set(patched) and stock["qmm_sm80"] == "can_use_qmv && (M * B < 8)"
     assert "M == 1 && B == 1" in stock["qmm_sm90"], stock
+
+    # Where fp_qmv serves the fp modes (compute capability 10 and up) it
+    # computes their M = 1 rows, so it must take every product qmv would:
+    # up to 16 vectors (stock: 8, so 9 to 16 went to qmv, another order).
+    def fp_qmv_limit(text: str) -> str:
+        body = text[text.index("bool supports_fp_qmv(") :]
+        body = body[: body.index("\n}\n")]
+        return " ".join(re.search(r"if \(vec_batch > (.*?)\) \{", body, re.S).group(1).split())
+
+    assert fp_qmv_limit((patched_checkout / QMM).read_text()) == '(env::get_var("MLX_QMV_WIDE", 0) ? 8 : 16)'
+    assert fp_qmv_limit((pinned_checkout / QMM).read_text()) == "8"
 
 
 def _cuda_row_test(text: str) -> str:
@@ -671,20 +685,10 @@ def test_patched_qmv_cu_compiles_whole(patched_checkout: Path, tmp_path: Path) -
     assert bad.returncode != 0 and "undeclared_name" in bad.stderr, bad.stderr[-2000:]
 
 
-def wheel_gencodes(setup_py: str) -> list[str]:
-    """nvcc -gencode flags for the CUDA architectures MLX's wheels are built
-    for (setup.py's cuda_archs: "80-real" is sm_80 code, "120-virtual" PTX)."""
-    flags = []
-    for arch, kind in dict.fromkeys(re.findall(r'"(\d+a?)-(real|virtual)"', setup_py)):
-        code = f"sm_{arch}" if kind == "real" else f"compute_{arch}"
-        flags.append(f"-gencode=arch=compute_{arch},code={code}")
-    return flags
-
-
 def test_wheel_gencodes_read_setup_s_list() -> None:
     setup = ('cuda_archs = ["75-real", "80-real", "120a-real", "120-virtual"]\n'
              'cuda_archs += ["90a-real", "100a-real", "80-real"]\n')
-    assert wheel_gencodes(setup) == [
+    assert cuda_qmv.wheel_gencodes(setup) == [
         "-gencode=arch=compute_75,code=sm_75", "-gencode=arch=compute_80,code=sm_80",
         "-gencode=arch=compute_120a,code=sm_120a", "-gencode=arch=compute_120,code=compute_120",
         "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_100a,code=sm_100a"]
@@ -705,28 +709,38 @@ def test_patched_qmv_cu_compiles_for_every_wheel_architecture(patched_checkout: 
     if isinstance(inputs, str):
         _missing(inputs)
     nvcc, headers, fmt = inputs
-    gencodes = wheel_gencodes((patched_checkout / "setup.py").read_text())
+    gencodes = cuda_qmv.wheel_gencodes((patched_checkout / "setup.py").read_text())
     assert "-gencode=arch=compute_75,code=sm_75" in gencodes, gencodes
     gencodes.remove("-gencode=arch=compute_90a,code=sm_90a")
     src = (patched_checkout / QMV).read_text()
     qmv = src[src.index("\nvoid qmv(") :]
     assert "encoder.device().compute_capability_major() >= 8 &&" in qmv
 
-    def compile_for(path: Path, flags: list[str]) -> subprocess.CompletedProcess:
-        common = [f for f in cuda_qmv.NVFLAGS if f != "-Xcompiler=-fPIC"]
-        return subprocess.run(
-            [nvcc, *common, *flags, "--threads", "0", f"-I{fmt}", f"-I{headers / 'cccl'}",
-             f"-I{patched_checkout}", "-isystem", str(headers), "-c", str(path),
-             "-o", str(tmp_path / f"{path.stem}.o")],
-            capture_output=True, text=True)
+    def compile_for(checkout: Path, flags: list[str]) -> subprocess.CompletedProcess:
+        cmd = cuda_qmv.whole_qmv_command(nvcc, checkout, headers, fmt, flags, tmp_path / "qmv.o")
+        return subprocess.run(cmd, capture_output=True, text=True)
 
-    built = compile_for(patched_checkout / QMV, gencodes)
+    built = compile_for(patched_checkout, gencodes)
     assert built.returncode == 0, built.stderr[-3000:]
-    unguarded = tmp_path / "qmv_unguarded.cu"
+    unguarded = tmp_path / "unguarded"
+    (unguarded / QMV).parent.mkdir(parents=True)
     assert src.count("#if defined(MLX_CUDA_SM_80_ENABLED)") == 2
-    unguarded.write_text(src.replace("#if defined(MLX_CUDA_SM_80_ENABLED)", "#if 1"))
-    failed = compile_for(unguarded, ["-gencode=arch=compute_75,code=sm_75"])
+    (unguarded / QMV).write_text(src.replace("#if defined(MLX_CUDA_SM_80_ENABLED)", "#if 1"))
+    # (its includes resolve in the patched checkout, after the copy's folder)
+    failed = compile_for(unguarded, ["-gencode=arch=compute_75,code=sm_75", f"-I{patched_checkout}"])
     assert failed.returncode != 0 and "error" in failed.stderr, failed.stderr[-2000:]
+
+
+def test_compile_time_reads_nvcc_s_phases_per_architecture() -> None:
+    head = "source file name , phase name , phase input files , phase output file , arch , tool, metric , unit\n"
+    rows = [("gcc (preprocessing 1)", "compute_80", "1000"), ("cicc", "compute_80", "10000"),
+            ("ptxas", "sm_80", "3000"), ("gcc (preprocessing 1)", "compute_120", "1000"),
+            ("cicc", "compute_120", "12000"), ("", "compute_120", "500"),
+            ("cudafe++", "compute_120", "4000"), ("gcc (compiling)", "compute_120", "11000"),
+            ("fatbinary", "", "200")]
+    text = head + "".join(f"qmv.cu , {p} , in , out , {a} , nvcc , {ms} , ms\n" for p, a, ms in rows)
+    text += " , nvcc (driver) ,  , qmv.o ,  , nvcc , 0.25 , ms\n"
+    assert cuda_qmv.phase_seconds(text) == {"sm_80": 14.0, "compute_120 (PTX)": 13.5, "host": 15.2}
 
 
 def _gpu_compute_cap() -> str:
