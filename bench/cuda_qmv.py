@@ -167,10 +167,15 @@ def make_patched_qmv(stock_src: Path, patch_file: Path, dest: Path) -> None:
     run([patch, "-s", "-o", str(dest), str(stock_src), "-i", str(tmp_patch)])
 
 
-def cmd_build(args: argparse.Namespace) -> int:
-    nvcc = shutil.which(args.nvcc)
+def find_nvcc(name: str) -> str:
+    nvcc = shutil.which(name)
     if not nvcc:
-        raise HarnessError("nvcc not found")
+        raise HarnessError(f"{name}: nvcc not found")
+    return nvcc
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    nvcc = find_nvcc(args.nvcc)
     bdir = Path(args.build_dir).resolve()
     bdir.mkdir(parents=True, exist_ok=True)
     mlx = Path(args.mlx).resolve()
@@ -268,12 +273,13 @@ def wheel_gencodes(setup_py: str) -> list[str]:
 
 
 def whole_qmv_command(nvcc: str, checkout: Path, headers: Path, fmt: Path,
-                      gencodes: list[str], obj: Path) -> list[str]:
-    """nvcc on a checkout's whole qmv.cu (host and device, every gencode, one
-    thread per gencode) with the flags of MLX's CMake."""
+                      gencodes: list[str], obj: Path, source: str = QMV_REL) -> list[str]:
+    """nvcc on a checkout's whole qmv.cu (or another of its CUDA sources:
+    host and device, every gencode, one thread per gencode) with the flags
+    of MLX's CMake."""
     common = [f for f in NVFLAGS if f != "-Xcompiler=-fPIC"]
     return [nvcc, *common, *gencodes, "--threads", "0", f"-I{fmt}", f"-I{headers / 'cccl'}",
-            f"-I{checkout}", "-isystem", str(headers), "-c", str(checkout / QMV_REL), "-o", str(obj)]
+            f"-I{checkout}", "-isystem", str(headers), "-c", str(checkout / source), "-o", str(obj)]
 
 
 # nvcc --time phases that belong to one architecture's device code (the
@@ -303,9 +309,7 @@ def phase_seconds(time_csv: str) -> dict[str, float]:
 
 
 def cmd_compile_time(args: argparse.Namespace) -> int:
-    nvcc = shutil.which(args.nvcc)
-    if not nvcc:
-        raise HarnessError("nvcc not found")
+    nvcc = find_nvcc(args.nvcc)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     pinned, patched = Path(args.mlx).resolve(), Path(args.patched).resolve()
@@ -318,18 +322,26 @@ def cmd_compile_time(args: argparse.Namespace) -> int:
     else:
         raise HarnessError(f"{setup}: not found (give --archs)")
     results = {}
-    for side, checkout in (("stock", pinned), ("patched", patched)):
-        if not (checkout / QMV_REL).is_file():
-            raise HarnessError(f"{checkout / QMV_REL}: not found")
+    runs = [("stock", pinned, QMV_REL), ("patched", patched, QMV_REL)]
+    if args.also:
+        runs.append((Path(args.also).stem, pinned, args.also))
+    for side, checkout, source in runs:
+        if not (checkout / source).is_file():
+            raise HarnessError(f"{checkout / source}: not found")
         csv_path = out / f"{side}_time.csv"
         csv_path.unlink(missing_ok=True)
-        cmd = whole_qmv_command(nvcc, checkout, headers, fmt, gencodes, out / f"{side}.o")
+        cmd = whole_qmv_command(nvcc, checkout, headers, fmt, gencodes, out / f"{side}.o", source)
         cmd[1:1] = ["--time", str(csv_path)]
         print("+ " + " ".join(cmd), flush=True)
         start = time.monotonic()
         run(cmd, out / f"{side}.log")
         wall = time.monotonic() - start
-        results[side] = (wall, phase_seconds(csv_path.read_text()))
+        text = csv_path.read_text()
+        results[side] = (wall, phase_seconds(text))
+        # Kept without this machine's paths: the checkout, the output folder
+        # and nvcc's temporary files by name.
+        text = text.replace(str(checkout), side).replace(str(out), ".")
+        csv_path.write_text(re.sub(r"[^ ,]*/(tmpxft_)", r"\1", text))
     keys = [k for k in results["patched"][1] if k != "host"] + ["host"]
     lines = [f"nvcc on the whole qmv.cu, `--threads 0` ({os.cpu_count()} cores); seconds",
              "", "| part | stock | patched | patched / stock |", "|---|---|---|---|"]
@@ -340,6 +352,10 @@ def cmd_compile_time(args: argparse.Namespace) -> int:
     lines.append(f"| all parts | {ta:.1f} | {tb:.1f} | {tb / ta:.2f} |")
     wa, wb = results["stock"][0], results["patched"][0]
     lines.append(f"| wall | {wa:.1f} | {wb:.1f} | {wb / wa:.2f} |")
+    if args.also:
+        wall, parts = results[Path(args.also).stem]
+        lines += ["", f"`{args.also}` (stock): " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items())
+                  + f", all parts {sum(parts.values()):.1f}, wall {wall:.1f}"]
     table = "\n".join(lines) + "\n"
     (out / "compile_time.md").write_text(table)
     print(table)
@@ -396,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--headers", required=True, help="mlx/include of an unpacked mlx-cuda-13 wheel")
     t.add_argument("--fmt", required=True, help="fmt >= 11 include folder")
     t.add_argument("--archs", help="e.g. 90a,80 (default: the pinned setup.py's wheel architectures)")
+    t.add_argument("--also", help="another CUDA source of the pinned checkout to time beside them, "
+                   "e.g. mlx/backend/cuda/copy/copy_general_input.cu")
     t.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
     t.add_argument("--out", default=".")
     t.set_defaults(func=cmd_compile_time)

@@ -655,14 +655,11 @@ def test_streamed_dispatch_takes_w_rows_8_bytes_off_16(harness_build: Path) -> N
     assert "a.w = p.w_tight;" in matrix  # memcheck sees reads past w
 
 
-@pytest.mark.integration
-@pytest.mark.slow
-def test_patched_qmv_cu_compiles_whole(patched_checkout: Path, tmp_path: Path) -> None:
-    """The harness compiles only qmv.cu's cu namespace, so MLX's host side of
-    it (mlx::core::qmv, which calls QmvStreamedTraits::takes) is compiled
-    nowhere else here: nvcc's front end (--cuda: host and device C++, every
-    dispatched instantiation) on the patched file, and on a copy with a
-    wrong call, which must fail."""
+def _front_end_passes_and_fails_when_broken(checkout: Path, source: str, old: str, new: str,
+                                            tmp_path: Path) -> None:
+    """nvcc's front end (--cuda: host and device C++, sm_90a) with MLX's
+    flags passes on checkout/source, and fails on a copy with `old`
+    replaced by `new` (a name it does not declare), naming that name."""
     inputs = _nvcc_inputs()
     if isinstance(inputs, str):
         _missing(inputs)
@@ -671,18 +668,41 @@ def test_patched_qmv_cu_compiles_whole(patched_checkout: Path, tmp_path: Path) -
     def front_end(src: Path) -> subprocess.CompletedProcess:
         return subprocess.run(
             [nvcc, *cuda_qmv.NVFLAGS, *cuda_qmv.ARCH, f"-I{fmt}", f"-I{headers / 'cccl'}",
-             f"-I{patched_checkout}", "-isystem", str(headers), "--cuda", str(src),
+             f"-I{checkout}", "-isystem", str(headers), "--cuda", str(src),
              "-o", str(tmp_path / f"{src.stem}.ii")],
             capture_output=True, text=True)
 
-    good = front_end(patched_checkout / QMV)
+    good = front_end(checkout / source)
     assert good.returncode == 0, good.stderr[-2000:]
-    src = (patched_checkout / QMV).read_text()
-    broken = tmp_path / "qmv_broken.cu"
-    broken.write_text(src.replace("template takes<group_size>(",
-                                  "template takes<group_size>(undeclared_name, ", 1))
+    text = (checkout / source).read_text()
+    assert old in text, old
+    broken = tmp_path / f"broken_{Path(source).name}"
+    broken.write_text(text.replace(old, new, 1))
     bad = front_end(broken)
     assert bad.returncode != 0 and "undeclared_name" in bad.stderr, bad.stderr[-2000:]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_patched_qmv_cu_compiles_whole(patched_checkout: Path, tmp_path: Path) -> None:
+    """The harness compiles only qmv.cu's cu namespace, so MLX's host side of
+    it (mlx::core::qmv, which calls QmvStreamedTraits::takes) is compiled
+    nowhere else here: nvcc's front end (--cuda: host and device C++, every
+    dispatched instantiation) on the patched file, and on a copy with a
+    wrong call, which must fail."""
+    _front_end_passes_and_fails_when_broken(
+        patched_checkout, QMV, "template takes<group_size>(",
+        "template takes<group_size>(undeclared_name, ", tmp_path)
+
+
+@pytest.mark.integration
+def test_patched_qmm_cu_compiles(patched_checkout: Path, tmp_path: Path) -> None:
+    """The overlay edits supports_fp_qmv in qmm.cu (host code no harness
+    compiles): nvcc's front end on the patched file, and on a copy with a
+    wrong name, which must fail."""
+    _front_end_passes_and_fails_when_broken(
+        patched_checkout, QMM, 'env::get_var("MLX_QMV_WIDE", 0) ? 8 : 16',
+        'env::get_var("MLX_QMV_WIDE", 0) ? 8 : undeclared_name', tmp_path)
 
 
 def test_wheel_gencodes_read_setup_s_list() -> None:
