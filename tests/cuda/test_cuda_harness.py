@@ -719,9 +719,9 @@ def test_wheel_gencodes_read_setup_s_list() -> None:
 def test_patched_qmv_cu_compiles_for_every_wheel_architecture(patched_checkout: Path, tmp_path: Path) -> None:
     """MLX's wheels build qmv.cu for every architecture in setup.py, from
     sm_75 on. The streamed kernels need sm_80 (cp.async, packed bfloat16
-    arithmetic) and the fp8 pair conversion sm_89: below sm_80 they compile
-    to empty kernels that mlx::core::qmv never launches, below sm_89 the
-    pairs go through CUTLASS's converter. The whole file (nvcc and ptxas)
+    arithmetic): below it they compile to empty kernels that mlx::core::qmv
+    never launches; fp8 pairs go through CUTLASS's converter, since the
+    instruction it uses from sm_89 on does not exist below. The whole file (nvcc and ptxas)
     for each of those architectures but sm_90a, which the harness builds;
     then, as the negative control, a copy without the sm_80 guard for sm_75,
     which must fail."""
