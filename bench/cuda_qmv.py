@@ -273,12 +273,12 @@ def wheel_gencodes(setup_py: str) -> list[str]:
 
 
 def whole_qmv_command(nvcc: str, checkout: Path, headers: Path, fmt: Path,
-                      gencodes: list[str], obj: Path, source: str = QMV_REL) -> list[str]:
+                      flags: list[str], obj: Path, source: str = QMV_REL) -> list[str]:
     """nvcc on a checkout's whole qmv.cu (or another of its CUDA sources:
-    host and device, every gencode, one thread per gencode) with the flags
-    of MLX's CMake."""
+    host and device, one thread per -gencode in `flags`) with the flags of
+    MLX's CMake."""
     common = [f for f in NVFLAGS if f != "-Xcompiler=-fPIC"]
-    return [nvcc, *common, *gencodes, "--threads", "0", f"-I{fmt}", f"-I{headers / 'cccl'}",
+    return [nvcc, *common, *flags, "--threads", "0", f"-I{fmt}", f"-I{headers / 'cccl'}",
             f"-I{checkout}", "-isystem", str(headers), "-c", str(checkout / source), "-o", str(obj)]
 
 
@@ -330,8 +330,8 @@ def cmd_compile_time(args: argparse.Namespace) -> int:
             raise HarnessError(f"{checkout / source}: not found")
         csv_path = out / f"{side}_time.csv"
         csv_path.unlink(missing_ok=True)
-        cmd = whole_qmv_command(nvcc, checkout, headers, fmt, gencodes, out / f"{side}.o", source)
-        cmd[1:1] = ["--time", str(csv_path)]
+        cmd = whole_qmv_command(nvcc, checkout, headers, fmt, ["--time", str(csv_path), *gencodes],
+                                out / f"{side}.o", source)
         print("+ " + " ".join(cmd), flush=True)
         start = time.monotonic()
         run(cmd, out / f"{side}.log")
