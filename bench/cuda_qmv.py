@@ -4,7 +4,8 @@
 Compiles the kernel part of MLX's mlx/backend/cuda/quantized/qmm/qmv.cu twice
 with nvcc for sm_90a, against the CUTLASS/CuTe/CCCL headers that the
 mlx-cuda-13 wheel ships: once as it is at the pin (stock) and once with the
-project's patch applied (patched). Each build renames the mlx namespace
+project's patch applied (patched; with the kernel part of the header it
+includes, qmv_streamed.cuh, in place of the #include line). Each build renames the mlx namespace
 (-Dmlx=mlx_stock / mlx_patched) so the two sets of kernels stay apart, and
 exports plain launch functions (cuda/qmv_entry.cu). cuda/qmv_bench.cu checks
 parity (every row of every M = 1..16 streamed launch bitwise equal to the
@@ -21,7 +22,8 @@ Typical use:
   python3 bench/cuda_qmv.py run --build-dir build/cuda_qmv --out results/
 
 `--mlx` is a checkout of upstream mlx at the pin (unpatched); the patched
-qmv.cu is made from it with `patch` and patches/*-Stream-several-vectors-per-warp-in-CUDA-qmv.patch, unless
+qmv.cu and qmv_streamed.cuh are made from it with `patch` and
+patches/*-Stream-several-vectors-per-warp-in-CUDA-qmv.patch, unless
 `--patched` names a checkout that already has the queue applied.
 `--headers` is the `mlx/include` folder of an unpacked mlx-cuda-13 wheel
 (`pip download mlx-cuda-13==0.32.1 --no-deps`, then unzip), or pass
@@ -46,6 +48,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CUDA_DIR = ROOT / "cuda"
 QMV_REL = "mlx/backend/cuda/quantized/qmm/qmv.cu"
+# The patch moves the streamed kernels, and the dequantization qmv_kernel
+# shares with them, into a header that qmv.cu includes; one source per
+# element type instantiates them, so that they build in parallel.
+STREAMED_REL = "mlx/backend/cuda/quantized/qmm/qmv_streamed.cuh"
+STREAMED_SOURCES = tuple(f"mlx/backend/cuda/quantized/qmm/qmv_streamed_{t}.cu"
+                         for t in ("bfloat16", "float16", "float32"))
 PATCH_GLOB = "*-Stream-several-vectors-per-warp-in-CUDA-qmv.patch"
 
 # The flags MLX's CMake uses for its CUDA sources (mlx/backend/cuda/CMakeLists.txt).
@@ -68,13 +76,35 @@ class HarnessError(RuntimeError):
     pass
 
 
-def extract_kernels(qmv_cu: str) -> str:
-    """The kernel part of qmv.cu: everything up to `} // namespace cu`."""
+def kernel_part(source: str, name: str) -> str:
+    """A source's includes and kernels: everything up to `} // namespace cu`,
+    closed (the host side after it is MLX's and is not needed)."""
     marker = "} // namespace cu\n"
-    i = qmv_cu.find(marker)
+    i = source.find(marker)
     if i < 0:
-        raise HarnessError(f"{QMV_REL}: no '{marker.strip()}' line")
-    return qmv_cu[: i + len(marker)] + "\n} // namespace mlx::core\n"
+        raise HarnessError(f"{name}: no '{marker.strip()}' line")
+    return source[: i + len(marker)] + "\n} // namespace mlx::core\n"
+
+
+def extract_kernels(qmv_cu: str, included: dict[str, str] | None = None) -> str:
+    """The kernel part of qmv.cu, with the kernel part of each header in
+    `included` (path in the checkout: text) in place of its #include line:
+    the patched qmv.cu includes the streamed kernels' header."""
+    kernels = kernel_part(qmv_cu, QMV_REL)
+    for rel, text in (included or {}).items():
+        line = f'#include "{rel}"\n'
+        if line not in kernels:
+            raise HarnessError(f"{QMV_REL}: does not include {rel}")
+        kernels = kernels.replace(line, kernel_part(text, rel))
+    return kernels
+
+
+def patched_kernels(checkout: Path) -> str:
+    """extract_kernels of a patched checkout's qmv.cu and the header it
+    includes (when the checkout has it)."""
+    header = checkout / STREAMED_REL
+    included = {STREAMED_REL: header.read_text()} if header.is_file() else {}
+    return extract_kernels((checkout / QMV_REL).read_text(), included)
 
 
 def file_section(patch_text: str, path: str) -> str | None:
@@ -155,16 +185,23 @@ def run(cmd: list[str], log: Path | None = None) -> str:
     return text
 
 
-def make_patched_qmv(stock_src: Path, patch_file: Path, dest: Path) -> None:
-    section = file_section(patch_file.read_text(), QMV_REL)
-    if section is None:
+def make_patched_tree(stock: Path, patch_file: Path, dest: Path) -> None:
+    """qmv.cu and the streamed kernels' header under dest, as patch_file
+    makes them from the stock checkout."""
+    text = patch_file.read_text()
+    sections = [file_section(text, rel) for rel in (QMV_REL, STREAMED_REL)]
+    if sections[0] is None:
         raise HarnessError(f"{patch_file.name}: does not change {QMV_REL}")
-    tmp_patch = dest.with_suffix(".patch")
-    tmp_patch.write_text(section)
     patch = shutil.which("patch")
     if not patch:
         raise HarnessError("the 'patch' program is needed to make the patched qmv.cu")
-    run([patch, "-s", "-o", str(dest), str(stock_src), "-i", str(tmp_patch)])
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / QMV_REL).parent.mkdir(parents=True)
+    shutil.copy(stock / QMV_REL, dest / QMV_REL)
+    tmp_patch = dest / "qmv.patch"
+    tmp_patch.write_text("".join(s for s in sections if s))
+    run([patch, "-s", "-p1", "-d", str(dest), "-i", str(tmp_patch)])
 
 
 def find_nvcc(name: str) -> str:
@@ -192,15 +229,14 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise HarnessError(f"{stock_qmv}: not found (is --mlx a checkout of mlx?)")
     (bdir / "stock_kernels.cuh").write_text(extract_kernels(stock_qmv.read_text()))
     if args.patched:
-        patched_qmv = Path(args.patched).resolve() / QMV_REL
+        patched = Path(args.patched).resolve()
     else:
         patches = sorted((ROOT / "patches").glob(PATCH_GLOB))
         if not patches:
             raise HarnessError(f"patches/{PATCH_GLOB}: not found")
-        patched_qmv = bdir / "patched_qmv.cu"
-        make_patched_qmv(stock_qmv, patches[0], patched_qmv)
-    patched_text = patched_qmv.read_text()
-    (bdir / "patched_kernels.cuh").write_text(extract_kernels(patched_text))
+        patched = bdir / "patched"
+        make_patched_tree(mlx, patches[0], patched)
+    (bdir / "patched_kernels.cuh").write_text(patched_kernels(patched))
 
     incs = []
     if args.fmt:
@@ -321,10 +357,11 @@ def cmd_compile_time(args: argparse.Namespace) -> int:
         gencodes = wheel_gencodes(setup.read_text())
     else:
         raise HarnessError(f"{setup}: not found (give --archs)")
-    results = {}
     runs = [("stock", pinned, QMV_REL), ("patched", patched, QMV_REL)]
+    runs += [(f"patched_{Path(s).stem}", patched, s) for s in STREAMED_SOURCES if (patched / s).is_file()]
     if args.also:
         runs.append((Path(args.also).stem, pinned, args.also))
+    results: dict[str, tuple[float, dict[str, float]]] = {}
     for side, checkout, source in runs:
         if not (checkout / source).is_file():
             raise HarnessError(f"{checkout / source}: not found")
@@ -342,24 +379,44 @@ def cmd_compile_time(args: argparse.Namespace) -> int:
         # and nvcc's temporary files by name.
         text = text.replace(str(checkout), side).replace(str(out), ".")
         csv_path.write_text(re.sub(r"[^ ,]*/(tmpxft_)", r"\1", text))
-    keys = [k for k in results["patched"][1] if k != "host"] + ["host"]
-    lines = [f"nvcc on the whole qmv.cu, `--threads 0` ({os.cpu_count()} cores); seconds",
-             "", "| part | stock | patched | patched / stock |", "|---|---|---|---|"]
-    for k in keys:
-        a, b = results["stock"][1].get(k, 0.0), results["patched"][1].get(k, 0.0)
-        lines.append(f"| {k} | {a:.1f} | {b:.1f} | {b / a:.2f} |" if a else f"| {k} | {a:.1f} | {b:.1f} | |")
-    ta, tb = (sum(results[s][1].values()) for s in ("stock", "patched"))
-    lines.append(f"| all parts | {ta:.1f} | {tb:.1f} | {tb / ta:.2f} |")
-    wa, wb = results["stock"][0], results["patched"][0]
-    lines.append(f"| wall | {wa:.1f} | {wb:.1f} | {wb / wa:.2f} |")
-    if args.also:
-        wall, parts = results[Path(args.also).stem]
-        lines += ["", f"`{args.also}` (stock): " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items())
-                  + f", all parts {sum(parts.values()):.1f}, wall {wall:.1f}"]
-    table = "\n".join(lines) + "\n"
+    also = results.pop(Path(args.also).stem) if args.also else None
+    table = compile_time_table(results, os.cpu_count() or 0)
+    if also:
+        wall, parts = also
+        table += ("\n`" + args.also + "` (stock): " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items())
+                  + f", all parts {sum(parts.values()):.1f}, wall {wall:.1f}\n")
     (out / "compile_time.md").write_text(table)
     print(table)
     return 0
+
+
+def compile_time_table(results: dict[str, tuple[float, dict[str, float]]], cores: int) -> str:
+    """Seconds per part (architecture, host) of the stock qmv.cu and of each
+    patched source ("stock", "patched", "patched_<stem>": wall seconds and
+    phase_seconds), with the patched sources' sum and the longest of them,
+    each against stock."""
+    stock_wall, stock = results["stock"]
+    files = {k: v for k, v in results.items() if k != "stock"}
+    names = ["qmv.cu" if k == "patched" else k.removeprefix("patched_") + ".cu" for k in files]
+    keys = list(dict.fromkeys(k for _, parts in files.values() for k in parts if k != "host")) + ["host"]
+
+    def ratio(a: float, b: float) -> str:
+        return f"{b / a:.2f}" if a else ""
+
+    lines = [f"nvcc on each whole source, `--threads 0` ({cores} cores); seconds", "",
+             "| part | stock qmv.cu | " + " | ".join(f"patched {n}" for n in names)
+             + " | patched, all | all / stock |",
+             "|---" * (len(names) + 4) + "|"]
+    rows = [(k, stock.get(k, 0.0), [parts.get(k, 0.0) for _, parts in files.values()]) for k in keys]
+    rows.append(("all parts", sum(stock.values()), [sum(parts.values()) for _, parts in files.values()]))
+    rows.append(("wall", stock_wall, [wall for wall, _ in files.values()]))
+    for k, a, bs in rows:
+        lines.append(f"| {k} | {a:.1f} | " + " | ".join(f"{b:.1f}" for b in bs)
+                     + f" | {sum(bs):.1f} | {ratio(a, sum(bs))} |")
+    longest = max(range(len(names)), key=lambda i: rows[-2][2][i])
+    lines += ["", f"Longest patched source: {names[longest]}, {rows[-2][2][longest]:.1f} s of all parts "
+              f"({ratio(rows[-2][1], rows[-2][2][longest])} x stock qmv.cu's {rows[-2][1]:.1f} s)."]
+    return "\n".join(lines) + "\n"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -406,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--sweep", action="store_true",
                    help="run qmv_matrix --sweep (fp-mode configurations; a build with --sweep)")
     r.set_defaults(func=cmd_run)
-    t = sub.add_parser("compile-time", help="time nvcc on the stock and patched qmv.cu, per architecture")
+    t = sub.add_parser("compile-time", help="time nvcc on the stock qmv.cu and the patched sources, per architecture")
     t.add_argument("--mlx", required=True, help="checkout of upstream mlx at the pin")
     t.add_argument("--patched", required=True, help="checkout with the queue applied")
     t.add_argument("--headers", required=True, help="mlx/include of an unpacked mlx-cuda-13 wheel")

@@ -12,7 +12,9 @@ found every row identical). The dispatch sends M >= 5 at 2 and 4 bits to
 (8 warps, R = 4, V = 8, 3 stages, 2 warps per row group).
 
 Usage: cuda_split_lanes.py QMV_CU: rewrites a patched qmv.cu in place (a
-copy, e.g. under a folder passed to `bench/cuda_qmv.py build --patched`).
+copy, e.g. under a folder passed to `bench/cuda_qmv.py build --patched`),
+as the patch was in session 4 (the streamed kernels have since changed and
+moved to qmv_streamed.cuh; this script is the record of that experiment).
 Measured on the H200 and written up in docs/cuda_qmv_notes.md (session 4)
 with the data in docs/data/cuda_qmv_h200_2026-11-30e/.
 """

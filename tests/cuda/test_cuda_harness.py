@@ -22,6 +22,8 @@ import cuda_qmv  # bench/cuda_qmv.py (conftest puts bench/ on sys.path)
 ROOT = Path(__file__).resolve().parents[2]
 PATCHES = ROOT / "patches"
 QMV = "mlx/backend/cuda/quantized/qmm/qmv.cu"
+STREAMED = cuda_qmv.STREAMED_REL  # the streamed kernels
+CMAKE = "mlx/backend/cuda/CMakeLists.txt"
 QUANTIZED = "mlx/backend/cuda/quantized/quantized.cpp"
 QMM = "mlx/backend/cuda/quantized/qmm/qmm.cu"
 PY_TEST = "python/tests/test_quantized.py"
@@ -132,12 +134,28 @@ def test_cuda_row_test_runs_up_to_the_vectors_qmv_serves(
     assert {(n, k) for n in ns for k in ks} <= pairs, pairs
 
 
-def test_patch_touches_the_kernel_only() -> None:
+def streamed_source() -> str:
+    """The streamed kernels' header as the CUDA patch adds it."""
+    section = cuda_qmv.file_section(cuda_patch().read_text(), STREAMED)
+    assert section is not None and "\nnew file mode " in section
+    return "\n".join(ln[1:] for ln in section.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
+
+
+def test_patch_touches_the_kernel_and_its_build_only() -> None:
+    """qmv.cu, the streamed kernels' header, one source per element type
+    that instantiates them, and the CMake list that builds those."""
     text = cuda_patch().read_text()
     files = re.findall(r"(?m)^diff --git a/(\S+) b/", text)
-    assert files == [QMV]
-    qmv = cuda_qmv.file_section(text, QMV)
-    assert qmv is not None and "qmv_streamed_kernel" in qmv
+    assert files == [CMAKE, QMV, STREAMED, *cuda_qmv.STREAMED_SOURCES]
+    cmake = cuda_qmv.file_section(text, CMAKE)
+    added = [ln[1:].strip() for ln in cmake.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    assert added == ["${CMAKE_CURRENT_SOURCE_DIR}/" + s.removeprefix("mlx/backend/cuda/")
+                     for s in cuda_qmv.STREAMED_SOURCES]
+    assert not re.search(r"(?m)^-(?!--)", cmake)
+    assert "qmv_streamed_kernel" in streamed_source()
+    for dtype, source in zip(("cutlass::bfloat16_t", "cutlass::half_t", "float"), cuda_qmv.STREAMED_SOURCES):
+        assert f"\n+INSTANTIATE_QMV_STREAMED({dtype});\n" in cuda_qmv.file_section(text, source)
+        assert f"extern INSTANTIATE_QMV_STREAMED({dtype});" in streamed_source()
     assert cuda_qmv.file_section(text, "no/such/file") is None
     # format-patch --zero-commit --full-index --no-signature
     assert text.startswith("From 0000000000000000000000000000000000000000 ")
@@ -155,15 +173,20 @@ def test_extract_kernels_keeps_the_cu_namespace_only() -> None:
     assert out.rstrip().endswith("} // namespace mlx::core")
     with pytest.raises(cuda_qmv.HarnessError):
         cuda_qmv.extract_kernels("no namespace here")
+    # The header qmv.cu includes, in place of its #include line, cut the same way.
+    header = src.replace("K\n", "H\n").replace("host", "header_host")
+    out = cuda_qmv.extract_kernels('#include "h.cuh"\n' + src, {"h.cuh": header})
+    assert out.index("H\n} // namespace cu\n") < out.index("K\n} // namespace cu\n")
+    assert "#include" not in out.replace("#include <x>", "") and "host" not in out
+    with pytest.raises(cuda_qmv.HarnessError, match="does not include other.cuh"):
+        cuda_qmv.extract_kernels(src, {"other.cuh": header})
 
 
 def test_streamed_kernel_takes_ragged_k_and_the_harness_checks_it() -> None:
     """K that is not a whole number of tiles is streamed (stock's residue step
     after the whole tiles) instead of refused; the harness's --ragged run
     compares such shapes bitwise with stock M = 1."""
-    qmv = cuda_qmv.file_section(cuda_patch().read_text(), QMV)
-    assert qmv is not None
-    added = "\n".join(ln[1:] for ln in qmv.splitlines() if ln.startswith("+"))
+    added = streamed_source()
     streamed = added[added.index("void qmv_streamed_impl(") :]
     assert "bool has_residue_k" in added
     assert "k % L::elems_per_warp == 0" not in added  # v7's refusal
@@ -185,9 +208,7 @@ def test_last_wave_runs_half_size_blocks_and_the_harness_checks_both() -> None:
     argument. The harness forces those
     blocks on every instantiated configuration and on the matrix (any
     device), and times each dispatch configuration with and without them."""
-    qmv = cuda_qmv.file_section(cuda_patch().read_text(), QMV)
-    assert qmv is not None
-    added = "\n".join(ln[1:] for ln in qmv.splitlines() if ln.startswith("+"))
+    added = streamed_source()
     kernel = added[added.index("__global__ void qmv_streamed_kernel(") :]
     kernel = kernel[: kernel.index("\n}\n")]
     assert "int full_blocks) {" in kernel
@@ -307,7 +328,7 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
     explicitly."""
     import cuda_qmv_report
 
-    chains = kernel_dispatch((patched_checkout / QMV).read_text())
+    chains = kernel_dispatch((patched_checkout / STREAMED).read_text())
     entry = (ROOT / "cuda" / "qmv_entry.cu").read_text()
     listed = entry[entry.index("#define QMV_STREAMED_CONFIGS(X)", entry.index("#else")) :]
     listed = listed[: listed.index("#endif")]
@@ -399,7 +420,7 @@ int main() {
 
 
 def test_odd_width_plan_makes_every_element_exactly(patched_checkout: Path, tmp_path: Path) -> None:
-    """qmv.cu's odd_width_plan, compiled for the host: for 3-, 5- and 6-bit
+    """qmv_streamed.cuh's odd_width_plan, compiled for the host: for 3-, 5- and 6-bit
     lanes in bfloat16 and float16, every element of 20000 random lanes
     comes out of its pair's permutation, mask and subtraction as the
     integer itself, with the shifted copies docs/benchmarks.md names; the
@@ -410,7 +431,7 @@ def test_odd_width_plan_makes_every_element_exactly(patched_checkout: Path, tmp_
         if os.environ.get("CI"):
             pytest.fail("CI must have a C++ compiler (g++) to check odd_width_plan")
         pytest.skip("no C++ compiler (g++): odd_width_plan is not checked")
-    qmv = (patched_checkout / QMV).read_text()
+    qmv = (patched_checkout / STREAMED).read_text()
     start = qmv.index("struct OddWidthPlan {")
     (tmp_path / "plan.h").write_text(
         "#include <cstdint>\n" + qmv[start : qmv.index("// Elements [first, first + N)", start)]
@@ -434,12 +455,12 @@ def test_report_and_harness_follow_the_single_vector_route(patched_checkout: Pat
     elements a lane, k <= 4096 or n <= 8192), or up to 3 on fewer than 2560
     rows (4 on up to 1024, 8 on up to 320, any number on up to 192) of
     k <= 4096, to it with 2 warps and a ring of 2 tiles, and
-    mlx::core::qmv asks QmvStreamedTraits::takes, which admits it: the
+    mlx::core::qmv_streamed asks QmvStreamedTraits::takes, which admits it: the
     report's dispatch names that configuration (V = 0 in the harness) and
     cuda/qmv_entry.cu instantiates it."""
     import cuda_qmv_report
 
-    qmv = (patched_checkout / QMV).read_text()
+    qmv = (patched_checkout / STREAMED).read_text()
     traits = qmv[qmv.index("static bool prefetch_supported(") :]
     assert "elems_per_thread != 16" in traits[: traits.index("static bool prefetch(")]
     chosen = traits[traits.index("static bool prefetch(") : traits.index("static bool takes(")]
@@ -526,7 +547,7 @@ def test_queue_keeps_stock_kernel_and_adds_the_streamed_one(
     pinned_checkout: Path, patched_checkout: Path
 ) -> None:
     patched = (patched_checkout / QMV).read_text()
-    kernels = cuda_qmv.extract_kernels(patched)
+    kernels = cuda_qmv.patched_kernels(patched_checkout)
     for name in (
         "qmv_kernel(",
         "qmv_streamed_kernel(",
@@ -656,43 +677,54 @@ def test_streamed_dispatch_takes_w_rows_8_bytes_off_16(harness_build: Path) -> N
 
 
 def _front_end_passes_and_fails_when_broken(checkout: Path, source: str, old: str, new: str,
-                                            tmp_path: Path) -> None:
+                                            tmp_path: Path, broken: str | None = None) -> None:
     """nvcc's front end (--cuda: host and device C++, sm_90a) with MLX's
-    flags passes on checkout/source, and fails on a copy with `old`
-    replaced by `new` (a name it does not declare), naming that name."""
+    flags passes on checkout/source, and fails, naming the name, where a
+    copy of `broken` (default: the source itself; else a header it
+    includes, found first) has `old` replaced by `new` (a name it does not
+    declare)."""
     inputs = _nvcc_inputs()
     if isinstance(inputs, str):
         _missing(inputs)
     nvcc, headers, fmt = inputs
 
-    def front_end(src: Path) -> subprocess.CompletedProcess:
+    def front_end(src: Path, first: list[str]) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [nvcc, *cuda_qmv.NVFLAGS, *cuda_qmv.ARCH, f"-I{fmt}", f"-I{headers / 'cccl'}",
+            [nvcc, *cuda_qmv.NVFLAGS, *cuda_qmv.ARCH, *first, f"-I{fmt}", f"-I{headers / 'cccl'}",
              f"-I{checkout}", "-isystem", str(headers), "--cuda", str(src),
              "-o", str(tmp_path / f"{src.stem}.ii")],
             capture_output=True, text=True)
 
-    good = front_end(checkout / source)
+    good = front_end(checkout / source, [])
     assert good.returncode == 0, good.stderr[-2000:]
-    text = (checkout / source).read_text()
+    broken = broken or source
+    text = (checkout / broken).read_text()
     assert old in text, old
-    broken = tmp_path / f"broken_{Path(source).name}"
-    broken.write_text(text.replace(old, new, 1))
-    bad = front_end(broken)
+    copy = tmp_path / "broken" / broken
+    copy.parent.mkdir(parents=True)
+    copy.write_text(text.replace(old, new, 1))
+    # A header's copy is found before the checkout's (the source's own
+    # folder has no mlx/ under it).
+    bad = front_end(copy if broken == source else checkout / source, [f"-I{tmp_path / 'broken'}"])
     assert bad.returncode != 0 and "undeclared_name" in bad.stderr, bad.stderr[-2000:]
 
 
 @pytest.mark.integration
 @pytest.mark.slow
 def test_patched_qmv_cu_compiles_whole(patched_checkout: Path, tmp_path: Path) -> None:
-    """The harness compiles only qmv.cu's cu namespace, so MLX's host side of
-    it (mlx::core::qmv, which calls QmvStreamedTraits::takes) is compiled
-    nowhere else here: nvcc's front end (--cuda: host and device C++, every
-    dispatched instantiation) on the patched file, and on a copy with a
-    wrong call, which must fail."""
+    """The harness compiles only the kernels (the cu namespace), so MLX's
+    host side (mlx::core::qmv, which calls qmv_streamed<T>, and
+    qmv_streamed<T> itself, which asks QmvStreamedTraits::takes) is
+    compiled nowhere else at sm_90a: nvcc's front end (--cuda: host and
+    device C++, every dispatched instantiation) on qmv.cu and on a source
+    that instantiates qmv_streamed<T>, and on copies with a wrong call,
+    which must fail."""
     _front_end_passes_and_fails_when_broken(
-        patched_checkout, QMV, "template takes<group_size>(",
-        "template takes<group_size>(undeclared_name, ", tmp_path)
+        patched_checkout, QMV, "if (qmv_streamed<T>(\n            x,",
+        "if (qmv_streamed<T>(\n            undeclared_name,", tmp_path / "qmv")
+    _front_end_passes_and_fails_when_broken(
+        patched_checkout, cuda_qmv.STREAMED_SOURCES[0], "template takes<group_size>(",
+        "template takes<group_size>(undeclared_name, ", tmp_path / "streamed", broken=STREAMED)
 
 
 @pytest.mark.integration
@@ -717,14 +749,15 @@ def test_wheel_gencodes_read_setup_s_list() -> None:
 @pytest.mark.integration
 @pytest.mark.slow
 def test_patched_qmv_cu_compiles_for_every_wheel_architecture(patched_checkout: Path, tmp_path: Path) -> None:
-    """MLX's wheels build qmv.cu for every architecture in setup.py, from
-    sm_75 on. The streamed kernels need sm_80 (cp.async, packed bfloat16
-    arithmetic): below it they compile to empty kernels that mlx::core::qmv
-    never launches; fp8 pairs go through CUTLASS's converter, since the
-    instruction it uses from sm_89 on does not exist below. The whole file (nvcc and ptxas)
-    for each of those architectures but sm_90a, which the harness builds;
-    then, as the negative control, a copy without the sm_80 guard for sm_75,
-    which must fail."""
+    """MLX's wheels build qmv.cu and the streamed kernels' sources for every
+    architecture in setup.py, from sm_75 on. The streamed kernels need sm_80
+    (cp.async, packed bfloat16 arithmetic): below it they compile to empty
+    kernels that qmv_streamed<T> never launches; fp8 pairs go through
+    CUTLASS's converter, since the instruction it uses from sm_89 on does
+    not exist below. Each whole source (nvcc and ptxas) for each of those
+    architectures but sm_90a, which the harness builds; then, as the
+    negative control, a source with a copy of the header without the sm_80
+    guard, for sm_75, which must fail."""
     inputs = _nvcc_inputs()
     if isinstance(inputs, str):
         _missing(inputs)
@@ -732,22 +765,25 @@ def test_patched_qmv_cu_compiles_for_every_wheel_architecture(patched_checkout: 
     gencodes = cuda_qmv.wheel_gencodes((patched_checkout / "setup.py").read_text())
     assert "-gencode=arch=compute_75,code=sm_75" in gencodes, gencodes
     gencodes.remove("-gencode=arch=compute_90a,code=sm_90a")
-    src = (patched_checkout / QMV).read_text()
-    qmv = src[src.index("\nvoid qmv(") :]
-    assert "encoder.device().compute_capability_major() >= 8 &&" in qmv
+    src = (patched_checkout / STREAMED).read_text()
+    host = src[src.index("\nbool qmv_streamed(") :]
+    assert "if (encoder.device().compute_capability_major() < 8) {\n    return false;" in host
 
-    def compile_for(checkout: Path, flags: list[str]) -> subprocess.CompletedProcess:
-        cmd = cuda_qmv.whole_qmv_command(nvcc, checkout, headers, fmt, flags, tmp_path / "qmv.o")
+    def compile_for(source: str, flags: list[str]) -> subprocess.CompletedProcess:
+        cmd = cuda_qmv.whole_qmv_command(nvcc, patched_checkout, headers, fmt, flags,
+                                         tmp_path / "qmv.o", source)
         return subprocess.run(cmd, capture_output=True, text=True)
 
-    built = compile_for(patched_checkout, gencodes)
-    assert built.returncode == 0, built.stderr[-3000:]
+    for source in (QMV, *cuda_qmv.STREAMED_SOURCES):
+        built = compile_for(source, gencodes)
+        assert built.returncode == 0, (source, built.stderr[-3000:])
     unguarded = tmp_path / "unguarded"
-    (unguarded / QMV).parent.mkdir(parents=True)
+    (unguarded / STREAMED).parent.mkdir(parents=True)
     assert src.count("#if defined(MLX_CUDA_SM_80_ENABLED)") == 2
-    (unguarded / QMV).write_text(src.replace("#if defined(MLX_CUDA_SM_80_ENABLED)", "#if 1"))
-    # (its includes resolve in the patched checkout, after the copy's folder)
-    failed = compile_for(unguarded, ["-gencode=arch=compute_75,code=sm_75", f"-I{patched_checkout}"])
+    (unguarded / STREAMED).write_text(src.replace("#if defined(MLX_CUDA_SM_80_ENABLED)", "#if 1"))
+    # The copy is found before the checkout's header (the source's own
+    # folder has no mlx/ under it).
+    failed = compile_for(cuda_qmv.STREAMED_SOURCES[2], ["-gencode=arch=compute_75,code=sm_75", f"-I{unguarded}"])
     assert failed.returncode != 0 and "error" in failed.stderr, failed.stderr[-2000:]
 
 
@@ -761,6 +797,23 @@ def test_compile_time_reads_nvcc_s_phases_per_architecture() -> None:
     text = head + "".join(f"qmv.cu , {p} , in , out , {a} , nvcc , {ms} , ms\n" for p, a, ms in rows)
     text += " , nvcc (driver) ,  , qmv.o ,  , nvcc , 0.25 , ms\n"
     assert cuda_qmv.phase_seconds(text) == {"sm_80": 14.0, "compute_120 (PTX)": 13.5, "host": 15.2}
+
+
+def test_compile_time_table_sets_each_patched_source_and_their_sum_against_stock() -> None:
+    results = {
+        "stock": (10.0, {"sm_80": 6.0, "host": 2.0}),
+        "patched": (8.0, {"sm_80": 5.0, "host": 3.0}),
+        "patched_qmv_streamed_bfloat16": (20.0, {"sm_80": 30.0, "host": 2.0}),
+        "patched_qmv_streamed_float32": (12.0, {"sm_80": 14.0, "host": 2.0}),
+    }
+    table = cuda_qmv.compile_time_table(results, 2).splitlines()
+    assert table[2] == ("| part | stock qmv.cu | patched qmv.cu | patched qmv_streamed_bfloat16.cu"
+                        " | patched qmv_streamed_float32.cu | patched, all | all / stock |")
+    assert "| sm_80 | 6.0 | 5.0 | 30.0 | 14.0 | 49.0 | 8.17 |" in table
+    assert "| all parts | 8.0 | 8.0 | 32.0 | 16.0 | 56.0 | 7.00 |" in table
+    assert "| wall | 10.0 | 8.0 | 20.0 | 12.0 | 40.0 | 4.00 |" in table
+    assert table[-1] == ("Longest patched source: qmv_streamed_bfloat16.cu, 32.0 s of all parts "
+                         "(4.00 x stock qmv.cu's 8.0 s).")
 
 
 def _gpu_compute_cap() -> str:
