@@ -771,12 +771,26 @@ def test_patched_qmv_cu_compiles_for_every_wheel_architecture(patched_checkout: 
 
     def compile_for(source: str, flags: list[str]) -> subprocess.CompletedProcess:
         cmd = cuda_qmv.whole_qmv_command(nvcc, patched_checkout, headers, fmt, flags,
-                                         tmp_path / "qmv.o", source)
+                                         tmp_path / f"{Path(source).stem}.o", source)
         return subprocess.run(cmd, capture_output=True, text=True)
 
+    def qmv_streamed_symbols(source: str) -> set[tuple[str, str]]:
+        """(nm's kind, T) of each mlx::core::qmv_streamed<T> in the object."""
+        out = subprocess.run([nm, "-C", str(tmp_path / f"{Path(source).stem}.o")],
+                             capture_output=True, text=True, check=True).stdout
+        return set(re.findall(r"(?m)^\S*\s+(\w) bool mlx::core::qmv_streamed<([\w:]+)>\(", out))
+
+    nm = shutil.which("nm")
+    assert nm, "nm (binutils) is needed to read the objects' symbols"
     for source in (QMV, *cuda_qmv.STREAMED_SOURCES):
         built = compile_for(source, gencodes)
         assert built.returncode == 0, (source, built.stderr[-3000:])
+    # qmv.cu only calls qmv_streamed<T> (the header's extern declarations
+    # keep it from instantiating the kernels); each source defines its one.
+    dtypes = ("cutlass::bfloat16_t", "cutlass::half_t", "float")
+    assert qmv_streamed_symbols(QMV) == {("U", d) for d in dtypes}
+    for source, dtype in zip(cuda_qmv.STREAMED_SOURCES, dtypes):
+        assert qmv_streamed_symbols(source) == {("W", dtype)}, source
     unguarded = tmp_path / "unguarded"
     (unguarded / STREAMED).parent.mkdir(parents=True)
     assert src.count("#if defined(MLX_CUDA_SM_80_ENABLED)") == 2
