@@ -1,6 +1,7 @@
 """The probe's CUDA harness substrate (``cuda-harness``): the decoder in numpy
 (as on the emulator), every quantized product run on an NVIDIA GPU by MLX's
-own CUDA qmv kernels, compiled from the pinned and the patched qmv.cu into
+own CUDA qmv kernels, compiled from the pinned and the patched qmv.cu (with
+the streamed kernels' header, qmv_streamed.cuh) into
 ``libqmv_probe.so`` (``bench/cuda_qmv.py build``; entry point
 ``cuda/qmv_probe.cu``). No CUDA build of all of MLX is needed.
 

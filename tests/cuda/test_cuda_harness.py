@@ -678,8 +678,9 @@ def test_streamed_dispatch_takes_w_rows_8_bytes_off_16(harness_build: Path) -> N
 
 def _front_end_passes_and_fails_when_broken(checkout: Path, source: str, old: str, new: str,
                                             tmp_path: Path, broken: str | None = None) -> None:
-    """nvcc's front end (--cuda: host and device C++, sm_90a) with MLX's
-    flags passes on checkout/source, and fails, naming the name, where a
+    """nvcc's front end (--cuda: host and device C++ at sm_90a for a .cu,
+    the host compiler with CUDA's headers for a .cpp) with MLX's flags
+    passes on checkout/source, and fails, naming the name, where a
     copy of `broken` (default: the source itself; else a header it
     includes, found first) has `old` replaced by `new` (a name it does not
     declare)."""
@@ -687,6 +688,7 @@ def _front_end_passes_and_fails_when_broken(checkout: Path, source: str, old: st
     if isinstance(inputs, str):
         _missing(inputs)
     nvcc, headers, fmt = inputs
+    tmp_path.mkdir(parents=True, exist_ok=True)
 
     def front_end(src: Path, first: list[str]) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -735,6 +737,16 @@ def test_patched_qmm_cu_compiles(patched_checkout: Path, tmp_path: Path) -> None
     _front_end_passes_and_fails_when_broken(
         patched_checkout, QMM, 'env::get_var("MLX_QMV_WIDE", 0) ? 8 : 16',
         'env::get_var("MLX_QMV_WIDE", 0) ? 8 : undeclared_name', tmp_path)
+
+
+@pytest.mark.integration
+def test_patched_quantized_cpp_compiles(patched_checkout: Path, tmp_path: Path) -> None:
+    """The overlay's route (patch 0011: QuantizedMatmul::eval_gpu's vector
+    limit and branches) is host C++ no harness compiles: nvcc on the
+    patched file, and on a copy with a wrong name, which must fail."""
+    _front_end_passes_and_fails_when_broken(
+        patched_checkout, QUANTIZED, 'env::get_var("MLX_QMV_WIDE", 0) ? 7 : 16',
+        'env::get_var("MLX_QMV_WIDE", 0) ? 7 : undeclared_name', tmp_path)
 
 
 def test_wheel_gencodes_read_setup_s_list() -> None:
