@@ -359,7 +359,20 @@ def behaviour_section(patches: list[PatchFile]) -> list[str]:
 
 
 def _demote(markdown: str) -> str:
-    return re.sub(r"^(#+) ", r"\1## ", markdown, flags=re.M)
+    """Every heading two levels down (benchmarks.md goes under "## Benchmarks").
+    Lines inside fenced code blocks are code (a shell comment is not a
+    heading) and stay as they are."""
+    out = []
+    fence = ""  # the opening fence of the code block we are in
+    for line in markdown.splitlines(keepends=True):
+        marker = re.match(r" {0,3}(`{3,}|~{3,})", line)
+        if not fence:
+            fence = marker[1] if marker else ""
+            line = line if marker else re.sub(r"^(#+) ", r"\1## ", line)
+        elif marker and marker[1][0] == fence[0] and len(marker[1]) >= len(fence) and not line[marker.end():].strip():
+            fence = ""
+        out.append(line)
+    return "".join(out)
 
 
 def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, checked: list[str],

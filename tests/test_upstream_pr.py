@@ -197,3 +197,19 @@ def test_pr_says_what_changes_per_gpu_generation() -> None:
     text = "\n".join(behaviour_section([cuda]))
     assert "CUDA, `quantized_matmul` products that take `qmv`" in text and "Affine models" not in text
     assert "| M * B >= 8 | `qmm_sm80` / `qmm_sm90` / `qmm_naive`: rows differ from M = 1 | unchanged" in text
+
+
+def test_benchmarks_headings_are_demoted_but_not_code_in_fences() -> None:
+    from overlay_tool.upstream_pr import _demote
+
+    md = ("# Bench\n\n## Setup\n```bash\n# build first\npython3 x.py\n```\n### Figures\n"
+          "~~~~\n# in a tilde fence\n```\n# still code: a shorter fence of another kind\n~~~~\n#### Left\n")
+    assert _demote(md) == ("### Bench\n\n#### Setup\n```bash\n# build first\npython3 x.py\n```\n##### Figures\n"
+                           "~~~~\n# in a tilde fence\n```\n# still code: a shorter fence of another kind\n~~~~\n"
+                           "###### Left\n")
+    # The project's own benchmarks: every fenced line unchanged, every heading demoted.
+    bench = (Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md").read_text()
+    demoted = _demote(bench)
+    assert demoted.count("\n```") == bench.count("\n```") > 0
+    assert "\n# once: upstream at the pin" in bench and "\n# once: upstream at the pin" in demoted
+    assert "\n#### CUDA: streamed qmv on an H200 (issue 7)" in demoted
