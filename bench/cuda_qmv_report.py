@@ -4,7 +4,7 @@ mlx_wheel.csv (stock wheel, optional), as written by cuda_qmv_device.sh.
 
 The "dispatch" columns are the configurations that the patch's
 dispatch_streamed_tile picks (dispatch() below; tests/cuda checks it against
-qmv.cu), timed as explicit launches of the same kernel in the same run; the
+qmv_streamed.cuh), timed as explicit launches of the same kernel in the same run; the
 `streamed_auto` rows of the CSV are what the binary's own (possibly older)
 dispatch launched; a run without the explicit sweep is reported from those.
 Shapes are those of the CSV, in its order.
@@ -36,7 +36,7 @@ SHAPES = ["4096x14336", "14336x4096", "4096x4096"]
 def dispatch(
     bits: int, m: int, k: int | None = None, n: int | None = None
 ) -> tuple[int, int, int, int]:
-    """(warps, rows, vectors, stages) of qmv.cu's dispatch_streamed_tile; with
+    """(warps, rows, vectors, stages) of qmv_streamed.cuh's dispatch_streamed_tile; with
     k (and n), qmv_streamed's route before it: up to 4 bits (16-bit x) on
     rows aligned as the harness's are, one vector on rows of k <= 4096 or on
     n <= 8192 rows, or up to 3 on fewer than 2560 rows (4 on up to 1024, 8
