@@ -331,6 +331,9 @@ def run_tests(req: TestRequest, *, echo: Echo = _echo) -> dict:
     env.update(req.extra_env)
     if req.expected_backend:
         env["MLX_OVERLAY_PARITY_EXPECT"] = req.expected_backend
+    if req.checkout is not None:
+        # the parity suite runs the body of MLX's CUDA row test on the CPU
+        env["MLX_OVERLAY_MLX_TESTS"] = str(req.checkout / MLX_SUITE.parent)
 
     suites: list[SuiteResult] = []
     echo(f"[test] suite parity (API-level, {PARITY_DIR.name}/) on {backend} ...")

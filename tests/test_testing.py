@@ -154,7 +154,8 @@ def test_parity_files_ship_with_the_package() -> None:
 
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["overlay_tool"]
     assert "parity/*.py" in data and "parity/pytest.ini" in data
-    assert {p.name for p in PARITY.iterdir()} >= {"conftest.py", "parity_lib.py", "pytest.ini", "test_row_parity.py", "test_fp_row_parity.py", "test_metal_route.py"}
+    assert {p.name for p in PARITY.iterdir()} >= {"conftest.py", "parity_lib.py", "pytest.ini", "test_row_parity.py", "test_fp_row_parity.py", "test_metal_route.py",
+                                                "test_cuda_row_test_body.py"}
 
 
 def test_suites_run_without_the_route_switches_or_ci(tmp_path: Path) -> None:
