@@ -67,11 +67,15 @@ def test_exception_after_gpu_work():  # test_mxfp4_quantize_dequantize's first c
     with pytest.raises(ValueError):
         mx.quantize(w, bits=3, mode="mxfp4")
 PY
-for variant in plain xdist noplugins; do
+# In the run of 2026-12-01 22:59 (session 15) plain and xdist crashed and
+# noplugins passed; xdist_only tells whether xdist alone is safe, as the
+# test runs below assume.
+for variant in plain xdist noplugins xdist_only; do
   case $variant in
     plain) env=() args=() ;;
     xdist) env=() args=(-n 1) ;;
     noplugins) env=(PYTEST_DISABLE_PLUGIN_AUTOLOAD=1) args=() ;;
+    xdist_only) env=(PYTEST_DISABLE_PLUGIN_AUTOLOAD=1) args=(-p xdist.plugin -n 1) ;;
   esac
   env "${env[@]}" PYTHONPATH=$PATCHED timeout 120 python3 -m pytest -q -p no:cacheprovider "${args[@]}" \
     "$probe_dir/test_probe.py" >"$OUT/probe_pytest_$variant.txt" 2>&1
@@ -110,8 +114,13 @@ PY
 # share one GPU; why each is this slow is not known): TESTS (node ids of
 # test_quantized.py), WORKERS, TEST_TIMEOUT (per test) and TEST_LIMIT (the
 # whole run) select fewer tests with more time each.
+# The image's pytest plugins are left out (PyTorch's venv: with them any
+# C++ exception that reaches Python crashed the worker, in session 15 the
+# CUDA row test's own ValueError among them), all but xdist and timeout.
+export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 # shellcheck disable=SC2086  # TESTS is a list of node ids
 PYTHONPATH=$PATCHED timeout "${TEST_LIMIT:-540}" python3 -m pytest -q -p no:cacheprovider -rs \
+  -p xdist.plugin -p pytest_timeout \
   -n "${WORKERS:-8}" --timeout "${TEST_TIMEOUT:-120}" --durations=12 ${TESTS:-test_quantized.py} \
   >"$OUT/test_quantized.txt" 2>&1
 echo "test_quantized.py rc $?: $(tail -1 "$OUT/test_quantized.txt")"
