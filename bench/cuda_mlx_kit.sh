@@ -25,6 +25,7 @@ NVTX_REF=${NVTX_REF:-v3.1.1}
 CUDNN_REF=${CUDNN_REF:-v1.16.0}
 CUTLASS_REF=${CUTLASS_REF:-v4.4.2}
 FMT_REF=${FMT_REF:-12.1.0}
+JSON_REF=${JSON_REF:-v3.11.3}
 NANOBIND_REF=${NANOBIND_REF:-v2.13.0}
 BLAS_LIB=${BLAS_LIB:-/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0}
 
@@ -42,17 +43,24 @@ git -C "$CHECKOUT" archive --prefix=mlx/ HEAD | tar -x -C "$kit" --exclude=mlx/d
 
 # fetch URL LOCAL REF DEST [PATHS...]: the tree of REF (or of its PATHS) in
 # DEST, from the local repository LOCAL if set, else fetched from URL.
+# A REF that is not there stops the kit, naming the source, where it was
+# looked for and the variable that picks another (this machine's NVTX mirror
+# lacks v3.1.1: NVTX_REF=release-v3).
 fetch() {
-  local url=$1 g=$2 ref=$3 dest=$4
+  local url=$1 g=$2 ref=$3 dest=$4 from=$2
   shift 4
+  local name
+  name=$(basename "$dest")
+  local missing="$name: $ref not found in ${from:-$url} (${name^^}_REF names another ref)"
   if [ -z "$g" ]; then
-    g=$tmp/git-$(basename "$dest")
+    g=$tmp/git-$name
     git init -q --bare "$g"
     git -C "$g" fetch -q --depth 1 "$url" "refs/tags/$ref:refs/tags/$ref" 2>/dev/null ||
-      git -C "$g" fetch -q --depth 1 "$url" "$ref:refs/tags/$ref"
+      git -C "$g" fetch -q --depth 1 "$url" "$ref:refs/tags/$ref" 2>/dev/null ||
+      { echo "$missing" >&2; exit 2; }
   fi
   local commit
-  commit=$(git -C "$g" rev-parse "$ref^{commit}")
+  commit=$(git -C "$g" rev-parse -q --verify "$ref^{commit}") || { echo "$missing" >&2; exit 2; }
   mkdir -p "$dest"
   # (a partial mirror may warn about objects outside PATHS; they are not read)
   git -C "$g" archive "$commit" "$@" 2>/dev/null | tar -x -C "$dest"
@@ -84,7 +92,7 @@ rm -rf "$kit/deps/fmt/doc" "$kit/deps/fmt/test"
 if [ -n "$JSON_DIR" ]; then
   copy_tree "$JSON_DIR" "$kit/deps/json"
 else
-  fetch https://github.com/nlohmann/json.git "${JSON_GIT:-}" v3.11.3 "$kit/deps/json" single_include CMakeLists.txt cmake
+  fetch https://github.com/nlohmann/json.git "${JSON_GIT:-}" "$JSON_REF" "$kit/deps/json" single_include CMakeLists.txt cmake
 fi
 if [ -n "$NANOBIND_DIR" ]; then
   copy_tree "$NANOBIND_DIR" "$kit/deps/nanobind"

@@ -110,6 +110,23 @@ def test_kit_takes_the_committed_tree_and_the_named_versions(tmp_path: Path) -> 
     assert re.search(r"^cutlass https://github.com/NVIDIA/cutlass.git v4.4.2 [0-9a-f]{40}$", manifest, re.M)
     assert str(tmp_path) not in manifest  # no path of the machine that made it
 
+    # A ref the source lacks stops the kit with one line naming the source, where
+    # it looked and the variable to set (this machine's NVTX mirror lacks v3.1.1).
+    for var, value in (("NVTX_REF", "v9.9.9"), ("NVTX_GIT", "")):
+        missing = {**env, var: value}
+        if var == "NVTX_GIT":  # fetched from the URL: a file:// repository without the tag
+            missing["NVTX_REF"] = "v9.9.9"
+            missing["GIT_CONFIG_GLOBAL"] = str(tmp_path / "gitconfig")
+            missing["GIT_CONFIG_SYSTEM"] = os.devnull
+            (tmp_path / "gitconfig").write_text(
+                f'[url "{src["NVTX_GIT"]}"]\n\tinsteadOf = https://github.com/NVIDIA/NVTX.git\n')
+        run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_mlx_kit.sh"), str(checkout), str(tmp_path / "o2")],
+                             env=missing, capture_output=True, text=True)
+        where = src["NVTX_GIT"] if var == "NVTX_REF" else "https://github.com/NVIDIA/NVTX.git"
+        assert run.returncode == 2, run.stderr
+        assert run.stderr.strip().splitlines()[-1] == f"nvtx: v9.9.9 not found in {where} (NVTX_REF names another ref)"
+        assert not (tmp_path / "o2" / "kit.tar.xz").exists()
+
     # Uncommitted work is not taken silently: the kit refuses, naming the checkout.
     (checkout / "CMakeLists.txt").write_text("changed\n")
     run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_mlx_kit.sh"), str(checkout), str(out)],
