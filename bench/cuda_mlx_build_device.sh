@@ -7,7 +7,12 @@
 #   WORK/kit/mlx/python holds the importable package afterwards
 #   (PYTHONPATH=WORK/kit/mlx/python; LD_LIBRARY_PATH as printed).
 # The build directory is WORK/build: a second call on the same (warm)
-# machine carries on where the first stopped.
+# machine carries on where the first stopped, but objects in flight when
+# --limit cuts the build are compiled again from the start. MLX's longest,
+# copy_general_input.cu, took more than 440 s alone on the H200 host of
+# 2026-12-02 (it never finished in calls of 470, 150, 330 and 440 s): it and
+# the streamed kernels start first (NINJA_FIRST), and the first call should
+# have --limit 580.
 # Usage: bench/cuda_mlx_build_device.sh KIT_TAR WORK OUT [--configure-only]
 #   [--jobs N] [--limit SECONDS]
 # The compilers are CMake's defaults; CC/CXX (and CUDAHOSTCXX) in the
@@ -76,6 +81,11 @@ if ! [ -x "$("$CXX_USED" -print-prog-name=lto-wrapper)" ]; then
   echo "$CXX_USED has no lto-wrapper: building the Python module without LTO"
   sed -i 's/ -flto=auto -fno-fat-lto-objects//g; s/ -flto=auto//g' "$WORK/build/build.ninja"
 fi
+# The longest objects first (bench/ninja_first.py says why); NINJA_FIRST
+# lists substrings of their outputs.
+# shellcheck disable=SC2086  # NINJA_FIRST is a list
+python3 "$(dirname "$0")/ninja_first.py" "$WORK/build/build.ninja" \
+  ${NINJA_FIRST:-copy/copy_general_input.cu.o qmm/qmv_streamed_} || exit 2
 [ $CONFIGURE_ONLY = 1 ] && exit 0
 
 start=$(date +%s)
@@ -86,6 +96,13 @@ else
 fi
 rc=$?
 echo "ninja rc $rc after $(($(date +%s) - start)) s; $(grep -c '^\[' "$OUT/build.log") steps logged"
+if [ $rc = 124 ]; then
+  # Cut by the limit: the objects in flight are lost and start again from
+  # nothing in the next call.
+  left=$(ninja -C "$WORK/build" -n core | grep '^\[')
+  echo "left for the next call: $(echo "$left" | wc -l) steps, $(echo "$left" |
+    sed -n 's/.* object \([^ ]*\)$/\1/p' | head -4 | tr '\n' ' ')"
+fi
 if [ $rc != 0 ]; then
   grep -B2 -A12 -m3 "error" "$OUT/build.log" | head -60
   tail -5 "$OUT/build.log"
