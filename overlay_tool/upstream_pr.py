@@ -19,8 +19,9 @@
    pre-existing upstream difference, only noted.  If the tools cannot be
    installed it fails loudly (exit 12).
 4. Writes ``format-patch`` files and ``PR.md`` (a draft from the patches'
-   messages, ``docs/benchmarks.md``, the latest parity summary and the
-   upstream-or-overlay decision) to DIR (default ``dist/upstream-pr/``).
+   messages, ``docs/benchmarks.md`` (its regions marked for the PR, or the
+   whole file), the latest parity summary and the upstream-or-overlay
+   decision) to DIR (default ``dist/upstream-pr/``).
 
 It never pushes.  Exit codes: 0 ready, 2 bad input, 4 upstream unreachable,
 5 an upstream patch depends on an overlay patch or conflicts with REF,
@@ -43,7 +44,7 @@ from pathlib import Path
 
 from overlay_tool import cache
 from overlay_tool.apply import apply_series
-from overlay_tool.errors import DirtyCheckout, FormatError, MissingTool, QueueDoesNotApply
+from overlay_tool.errors import ConfigError, DirtyCheckout, FormatError, MissingTool, QueueDoesNotApply
 from overlay_tool.export import FORMAT_PATCH_OPTIONS
 from overlay_tool.git import Repo
 from overlay_tool.patchfile import PatchFile
@@ -341,8 +342,8 @@ applies, M = 1 only), every quantization mode:
 
 | products | before | after |
 |---|---|---|
-| M * B = 1 | `qmv_kernel`, one warp per row | `qmv_streamed_kernel` (`qmv_prefetch_kernel` for rows of up to 4096 elements at up to 4 bits): the same bits, 0.43-0.70 of the time at 4 and 8 bits on an H200 (4096 x 14336 bf16 4-bit: 35.4 -> 17.8 us; 4096 x 4096: 12.0 -> 6.35 us), also where rows of scales are not a multiple of 4 bytes (K = 2880 at group 64; 2880 x 2880: 7.67 -> 4.84 us) |
-| 2 <= M * B < 8 | `qmv_kernel` once per vector: rows bitwise equal to M = 1, weights read M times | `qmv_streamed_kernel`: the same bits, weights read once (twice for M = 5..7 below 8 bits); M = 4: 129.8 -> 33.6 us (4-bit), 103.0 -> 34.4 us (8-bit) |
+| M * B = 1 | `qmv_kernel`, one warp per row | `qmv_streamed_kernel` (`qmv_prefetch_kernel` for rows of up to 4096 elements at up to 4 bits): the same bits, 0.44-0.72 of the time at 4 and 8 bits on an H200 (4096 x 14336 bf16 4-bit: 35.5 -> 17.7 us; 4096 x 4096: 11.9 -> 6.3 us), also where rows of scales are not a multiple of 4 bytes (K = 2880 at group 64; 2880 x 2880: 7.67 -> 4.84 us) |
+| 2 <= M * B < 8 | `qmv_kernel` once per vector: rows bitwise equal to M = 1, weights read M times | `qmv_streamed_kernel`: the same bits, weights read once (twice for M = 5..7 below 8 bits); M = 4 on 4096 x 14336 bf16: 130.3 -> 30.8 us (4-bit), 103.6 -> 31.6 us (8-bit) |
 | M * B >= 8 | `qmm_sm80` / `qmm_sm90` / `qmm_naive`: rows differ from M = 1 | unchanged (the mlx-overlay project keeps up to 16 vectors exact, outside this PR) |
 """,
 }
@@ -358,25 +359,77 @@ def behaviour_section(patches: list[PatchFile]) -> list[str]:
     return ["## What changes for models", "", *[ln for b in blocks for ln in (b.rstrip("\n"), "")]]
 
 
-def _demote(markdown: str) -> str:
-    """Every heading two levels down (benchmarks.md goes under "## Benchmarks").
-    Lines inside fenced code blocks are code (a shell comment is not a
-    heading) and stay as they are."""
+def _headings(markdown: str) -> list[bool]:
+    """Whether each line is a heading: lines inside fenced code blocks are
+    code (a shell comment is not a heading)."""
     out = []
     fence = ""  # the opening fence of the code block we are in
     for line in markdown.splitlines(keepends=True):
         marker = re.match(r" {0,3}(`{3,}|~{3,})", line)
         if not fence:
             fence = marker[1] if marker else ""
-            line = line if marker else re.sub(r"^(#+) ", r"\1## ", line)
-        elif marker and marker[1][0] == fence[0] and len(marker[1]) >= len(fence) and not line[marker.end():].strip():
+            out.append(not marker and bool(re.match(r"#+ ", line)))
+            continue
+        if marker and marker[1][0] == fence[0] and len(marker[1]) >= len(fence) and not line[marker.end():].strip():
             fence = ""
-        out.append(line)
-    return "".join(out)
+        out.append(False)
+    return out
+
+
+def _demote(markdown: str, levels: int = 2) -> str:
+    """Every heading `levels` levels down (benchmarks.md goes under
+    "## Benchmarks"); code in fences stays as it is."""
+    lines = markdown.splitlines(keepends=True)
+    return "".join("#" * levels + ln if heading else ln for ln, heading in zip(lines, _headings(markdown)))
+
+
+#: Lines of benchmarks.md between these two (each alone on its line) are what
+#: PR.md quotes; without them it quotes the whole file. A project's
+#: benchmarks grow with its own history (sessions, experiments, tooling), which
+#: is not what a reviewer upstream reads.
+PR_BEGIN, PR_END = "<!-- upstream-pr -->", "<!-- /upstream-pr -->"
+
+
+def pr_benchmarks(project: Project) -> str:
+    """The "## Benchmarks" body of PR.md: benchmarks.md's marked regions,
+    their headings moved to level 3 and below, and where the rest is; the
+    whole file when nothing is marked. Unbalanced markers are a ConfigError
+    naming the line."""
+    bench = project.root / "docs" / "benchmarks.md"
+    if not bench.is_file():
+        return "(docs/benchmarks.md not found: MLX asks for main-vs-PR numbers and the script that made them)"
+    text = bench.read_text(encoding="utf-8")
+    where = project.display(bench)
+    regions: list[str] = []
+    start: int | None = None
+    lines = text.splitlines(keepends=True)
+    for n, line in enumerate(lines, start=1):
+        marker = line.strip()
+        if marker not in (PR_BEGIN, PR_END):
+            continue
+        if marker == PR_BEGIN:
+            if start is not None:
+                raise ConfigError(f"{where}:{n}: {PR_BEGIN} inside the region opened at line {start} "
+                                  f"(close that one with {PR_END} first)")
+            start = n
+        else:
+            if start is None:
+                raise ConfigError(f"{where}:{n}: {PR_END} without an opening {PR_BEGIN}")
+            regions.append("".join(lines[start:n - 1]))
+            start = None
+    if start is not None:
+        raise ConfigError(f"{where}:{start}: {PR_BEGIN} is never closed by {PR_END}")
+    if not regions:
+        return _demote(text).strip()
+    quoted = "\n\n".join(regions)
+    levels = [len(ln) - len(ln.lstrip("#")) for ln, heading in zip(quoted.splitlines(), _headings(quoted)) if heading]
+    body = _demote(quoted, 3 - min(levels, default=3)).strip()
+    return (f"{body}\n\nMethod, machines, every run and the commands that made them: "
+            f"`docs/benchmarks.md` of the mlx-overlay project ({len(lines)} lines, not quoted here).")
 
 
 def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, checked: list[str],
-             problems: list[FormatProblem], versions: dict[str, str], parity: Path | None) -> str:
+             problems: list[FormatProblem], versions: dict[str, str], parity: Path | None, benchmarks: str) -> str:
     title = patches[0].subject if len(patches) == 1 else f"{patches[0].subject} (+{len(patches) - 1} more)"
     out = [f"# {title}", "",
            "<!-- Drafted by `mlx-overlay upstream-pr` from the patches' messages. MLX asks that PR descriptions "
@@ -390,10 +443,7 @@ def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, ch
     out += ["## Tests", ""]
     out += ([f"- `{t}` (new or changed; run it on main to see it fail)" for t in dict.fromkeys(tests)]
             or ["- (no test files in these patches: MLX asks for tests that fail on main)"])
-    out += ["", parity_section(project, parity), "## Benchmarks", ""]
-    bench = project.root / "docs" / "benchmarks.md"
-    out += [_demote(bench.read_text(encoding="utf-8")).strip() if bench.is_file()
-            else "(docs/benchmarks.md not found: MLX asks for main-vs-PR numbers and the script that made them)", ""]
+    out += ["", parity_section(project, parity), "## Benchmarks", "", benchmarks, ""]
     out += ["## Formatting", ""]
     tools = ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
     if problems:
@@ -454,6 +504,7 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
     wanted = [e for e in series.entries if e.kind == "upstream"]
     if not wanted:
         raise QueueDoesNotApply(f"{project.display(project.series_path)}: no patch is marked upstream")
+    benchmarks = pr_benchmarks(project)  # before anything is written: its markers may be at fault
     ref = onto_ref or f"origin/{pin.branch}"
     upstream, onto = resolve_ref(project, ref, log=log)
     cache.ensure_commit(project.cache_dir, pin)
@@ -507,7 +558,8 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
             shutil.copy2(gen, target / gen.name)
             files.append(target / gen.name)
     patches = [PatchFile.read(f) for f in files]
-    (target / "PR.md").write_text(draft_pr(project, patches, ref, onto, checked, fmt_problems, versions, parity),
+    (target / "PR.md").write_text(draft_pr(project, patches, ref, onto, checked, fmt_problems, versions, parity,
+                                           benchmarks),
                                   encoding="utf-8")
     log(f"wrote {project.display(target)}: {len(files)} patch(es) and PR.md")
     log(f"branch {BRANCH} in {shown} at {repo.git('rev-parse', '--short=12', 'HEAD')} (not pushed; to open the PR: "

@@ -10,7 +10,7 @@ import pytest
 from conftest import Toy, sh_git, write_files
 from overlay_tool.apply import apply_queue
 from overlay_tool.cli import main
-from overlay_tool.errors import FormatError, QueueDoesNotApply
+from overlay_tool.errors import ConfigError, FormatError, QueueDoesNotApply
 from overlay_tool.export import export_queue
 from overlay_tool.project import Project
 from overlay_tool import upstream_pr as upstream_pr_mod
@@ -213,3 +213,92 @@ def test_benchmarks_headings_are_demoted_but_not_code_in_fences() -> None:
     assert demoted.count("\n```") == bench.count("\n```") > 0
     assert "\n# once: upstream at the pin" in bench and "\n# once: upstream at the pin" in demoted
     assert "\n#### CUDA: streamed qmv on an H200 (issue 7)" in demoted
+
+
+MARKED = """# Benchmarks
+
+## How this project measures (its own history: not for the PR)
+
+Session 3 ran the harness.
+
+## Main vs PR
+
+<!-- upstream-pr -->
+### CUDA
+
+| M | main | PR |
+|---|---|---|
+| 4 | 130.3 | 30.8 |
+
+```bash
+# the command (a comment, not a heading)
+python3 bench/x.py
+```
+
+#### Exactness
+
+Every row.
+<!-- /upstream-pr -->
+
+## More history
+
+<!-- upstream-pr -->
+### Metal
+
+Counted bytes.
+<!-- /upstream-pr -->
+"""
+
+
+def _project_with_benchmarks(tmp_path: Path, text: str) -> Project:
+    write_files(tmp_path / "p", {"pin.toml": '[upstream]\nurl = "u"\ncommit = "' + "a" * 40 + '"\n',
+                                 "patches/series": "", "docs/benchmarks.md": text})
+    return Project.discover(tmp_path / "p")
+
+
+def test_pr_quotes_only_the_marked_regions_of_benchmarks(tmp_path: Path) -> None:
+    body = upstream_pr_mod.pr_benchmarks(_project_with_benchmarks(tmp_path, MARKED))
+    assert "Session 3" not in body and "More history" not in body and "<!--" not in body
+    # Under PR.md's "## Benchmarks" the regions' top headings are level 3.
+    assert body.startswith("### CUDA\n\n| M | main | PR |")
+    assert "\n#### Exactness\n" in body and "\n### Metal\n\nCounted bytes." in body
+    assert "\n# the command (a comment, not a heading)\n" in body
+    lines = MARKED.count("\n")
+    assert body.endswith(f"`docs/benchmarks.md` of the mlx-overlay project ({lines} lines, not quoted here).")
+    # Unmarked: the whole file, every heading two levels down.
+    whole = upstream_pr_mod.pr_benchmarks(_project_with_benchmarks(tmp_path / "w", "# B\n\n## S\n\nx\n"))
+    assert whole == "### B\n\n#### S\n\nx"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("a\n<!-- upstream-pr -->\nb\n", r"docs/benchmarks.md:2: <!-- upstream-pr --> is never closed by "
+                                     r"<!-- /upstream-pr -->"),
+    ("a\n<!-- /upstream-pr -->\n", r"docs/benchmarks.md:2: <!-- /upstream-pr --> without an opening"),
+    ("<!-- upstream-pr -->\nb\n<!-- upstream-pr -->\n<!-- /upstream-pr -->\n",
+     r"docs/benchmarks.md:3: <!-- upstream-pr --> inside the region opened at line 1"),
+])
+def test_unbalanced_benchmark_markers_name_the_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        upstream_pr_mod.pr_benchmarks(_project_with_benchmarks(tmp_path, text))
+
+
+def test_unbalanced_markers_stop_upstream_pr_before_it_writes(mlx_like: Toy) -> None:
+    queue(mlx_like, "\nint thrice(int x) { return 3 * x; }\n", "\n\ndef thrice(x):\n    return 3 * x\n")
+    out = mlx_like.project.root / "dist" / "upstream-pr"
+    write_files(out, {"PR.md": "the last draft\n"})
+    (mlx_like.project.root / "docs" / "benchmarks.md").write_text("<!-- upstream-pr -->\nfigures\n")
+    assert main(["--project", str(mlx_like.project.root), "upstream-pr", "--onto", "main"]) == 2
+    assert (out / "PR.md").read_text() == "the last draft\n"
+    assert not (mlx_like.project.root / "work" / "upstream-pr").exists()
+
+
+def test_the_project_s_own_pr_quotes_a_short_summary() -> None:
+    """This project's benchmarks.md is thousands of lines of its own runs; the
+    PR quotes its marked summary: measured CUDA figures and counted Metal ones."""
+    root = Path(__file__).resolve().parent.parent
+    body = upstream_pr_mod.pr_benchmarks(Project.discover(root))
+    assert len(body.splitlines()) < 80
+    assert body.startswith("### CUDA: `qmv` products of 1 to 7 vectors on an NVIDIA H200")
+    assert "| 4096 x 14336 | bf16 | 4 | 35.5 / 17.7 (2.00x) |" in body
+    assert "\n### Metal: weights read per product of M vectors\n" in body
+    assert "session" not in body.lower() and "issue" not in body.lower()
