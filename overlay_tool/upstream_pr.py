@@ -31,6 +31,7 @@ It never pushes.  Exit codes: 0 ready, 2 bad input, 4 upstream unreachable,
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import json
 import os
 import re
@@ -51,7 +52,7 @@ from overlay_tool.patchfile import PatchFile
 from overlay_tool.project import Project, cache_root
 from overlay_tool.rebase import resolve_ref
 from overlay_tool.replay import APPLIED, build_chain, items_for, probe, table
-from overlay_tool.series import Series
+from overlay_tool.series import Entry, Series
 
 Log = Callable[[str], None]
 
@@ -66,15 +67,20 @@ _HUNK_LEN = re.compile(r"^@@ -(\d+)(?:,(\d+))?")
 # -- dependency check ------------------------------------------------------------
 
 
-def dependencies(repo: Repo, pin: str, series: Series) -> list[str]:
-    """Every way an upstream patch needs an overlay patch, one line each (empty: independent)."""
+def _left_out(entry: Entry) -> str:
+    return "overlay" if entry.kind == "overlay" else "upstream, not in this PR"
+
+
+def dependencies(repo: Repo, pin: str, series: Series, wanted: list[str]) -> list[str]:
+    """Every way a patch of the PR (`wanted`, upstream patches) needs a patch
+    left out of it (overlay, or upstream but not selected), one line each
+    (empty: independent)."""
     entries = series.entries
-    upstream_names = [e.name for e in entries if e.kind == "upstream"]
     full = build_chain(repo, pin, series)
-    overlay_of = {c: e.name for e, c in zip(entries, full) if e.kind == "overlay"}
+    left_out = {c: e for e, c in zip(entries, full) if e.name not in wanted}
     found: list[str] = []
     for index, entry in enumerate(entries):
-        if entry.kind != "upstream":
+        if entry.name not in wanted:
             continue
         parent = full[index - 1] if index else pin
         patch = PatchFile.read(series.path.parent / entry.name)
@@ -90,24 +96,26 @@ def dependencies(repo: Repo, pin: str, series: Series) -> list[str]:
                                  f"{pin}..{parent}", "--", diff.old_path)
                 for line in out:
                     fields = line.split()
-                    if len(fields) >= 3 and fields[0] in overlay_of and re.fullmatch(r"[0-9a-f]{40}", fields[0]):
-                        found.append(f"{entry.name} (upstream) depends on {overlay_of[fields[0]]} (overlay): "
+                    if len(fields) >= 3 and fields[0] in left_out and re.fullmatch(r"[0-9a-f]{40}", fields[0]):
+                        other = left_out[fields[0]]
+                        found.append(f"{entry.name} (upstream) depends on {other.name} ({_left_out(other)}): "
                                      f"its hunk #{hunk.number} in {diff.old_path} touches line {fields[2]}, "
-                                     f"which {overlay_of[fields[0]]} introduced")
+                                     f"which {other.name} introduced")
                         break
     try:
-        build_chain(repo, pin, series, names=upstream_names)
+        build_chain(repo, pin, series, names=wanted)
     except QueueDoesNotApply as err:
         failing = err.message.split(" ", 1)[0]
         position = next(i for i, e in enumerate(entries) if e.name == failing)
-        before = [e for e in entries[:position] if e.kind == "overlay"]
+        before = [e for e in entries[:position] if e.name not in wanted]
         m = re.search(r"patch failed: (.+):\d+|error: (.+?): (?:does not exist|already exists)", err.message)
         path = (m.group(1) or m.group(2)) if m else None
         touching = [e.name for e in before
                     if path is None or path in {p for f in PatchFile.read(series.path.parent / e.name).files
                                                 for p in (f.path, f.old_path)}]
         needed = ", ".join(touching or [e.name for e in before]) or "none"
-        found.append(f"{err.message} without the overlay patch(es) before it that change that file: {needed}")
+        found.append(f"{err.message} without the patch(es) before it left out of the PR that change that file: "
+                     f"{needed}")
     return list(dict.fromkeys(found))
 
 
@@ -386,41 +394,47 @@ def _demote(markdown: str, levels: int = 2) -> str:
 #: Lines of benchmarks.md between these two (each alone on its line) are what
 #: PR.md quotes; without them it quotes the whole file. A project's
 #: benchmarks grow with its own history (sessions, experiments, tooling), which
-#: is not what a reviewer upstream reads.
+#: is not what a reviewer upstream reads. ``<!-- upstream-pr: PREFIX ... -->``
+#: opens a region quoted only when the PR changes a path under a PREFIX.
 PR_BEGIN, PR_END = "<!-- upstream-pr -->", "<!-- /upstream-pr -->"
+_PR_BEGIN = re.compile(r"<!-- upstream-pr(?:: (\S.*?))? -->")
 
 
-def pr_benchmarks(project: Project) -> str:
-    """The "## Benchmarks" body of PR.md: benchmarks.md's marked regions,
-    their headings moved to level 3 and below, and where the rest is; the
-    whole file when nothing is marked. Unbalanced markers are a ConfigError
-    naming the line."""
+def pr_benchmarks(project: Project, paths: set[str]) -> str:
+    """The "## Benchmarks" body of PR.md: benchmarks.md's marked regions for
+    the PR's `paths`, their headings moved to level 3 and below, and where
+    the rest is; the whole file when nothing is marked. Unbalanced markers
+    are a ConfigError naming the line."""
     bench = project.root / "docs" / "benchmarks.md"
     if not bench.is_file():
         return "(docs/benchmarks.md not found: MLX asks for main-vs-PR numbers and the script that made them)"
     text = bench.read_text(encoding="utf-8")
     where = project.display(bench)
     regions: list[str] = []
+    marked = False
     start: int | None = None
+    scope: list[str] = []
     lines = text.splitlines(keepends=True)
     for n, line in enumerate(lines, start=1):
-        marker = line.strip()
-        if marker not in (PR_BEGIN, PR_END):
-            continue
-        if marker == PR_BEGIN:
+        begin = _PR_BEGIN.fullmatch(line.strip())
+        if begin:
             if start is not None:
-                raise ConfigError(f"{where}:{n}: {PR_BEGIN} inside the region opened at line {start} "
+                raise ConfigError(f"{where}:{n}: {line.strip()} inside the region opened at line {start} "
                                   f"(close that one with {PR_END} first)")
-            start = n
-        else:
+            start, scope, marked = n, (begin[1] or "").split(), True
+        elif line.strip() == PR_END:
             if start is None:
                 raise ConfigError(f"{where}:{n}: {PR_END} without an opening {PR_BEGIN}")
-            regions.append("".join(lines[start:n - 1]))
+            if not scope or any(p.startswith(prefix) for p in paths for prefix in scope):
+                regions.append("".join(lines[start:n - 1]))
             start = None
     if start is not None:
-        raise ConfigError(f"{where}:{start}: {PR_BEGIN} is never closed by {PR_END}")
-    if not regions:
+        raise ConfigError(f"{where}:{start}: {lines[start - 1].strip()} is never closed by {PR_END}")
+    if not marked:
         return _demote(text).strip()
+    if not regions:
+        return (f"(no region of {where} marked for the paths these patches change: MLX asks for main-vs-PR "
+                f"numbers and the script that made them)")
     quoted = "\n\n".join(regions)
     levels = [len(ln) - len(ln.lstrip("#")) for ln, heading in zip(quoted.splitlines(), _headings(quoted)) if heading]
     body = _demote(quoted, 3 - min(levels, default=3)).strip()
@@ -496,15 +510,38 @@ def _checkout(project: Project, upstream: Repo) -> Repo:
     return repo
 
 
+def select(series: Series, only: list[str] | None, where: str) -> list[str]:
+    """The names of the PR's patches, in queue order: every upstream patch, or
+    those `only` names (a patch's file name, its number such as ``0009``, or
+    a glob). MLX reviews each backend on its own, so one queue may make
+    several PRs."""
+    upstream = [e.name for e in series.entries if e.kind == "upstream"]
+    if not upstream:
+        raise QueueDoesNotApply(f"{where}: no patch is marked upstream")
+    if not only:
+        return upstream
+    chosen: set[str] = set()
+    for pattern in only:
+        hits = [e for e in series.entries
+                if e.name == pattern or e.name.startswith(f"{pattern}-") or fnmatch.fnmatchcase(e.name, pattern)]
+        if not hits:
+            raise ConfigError(f"{where}: no patch matches --only {pattern!r}")
+        if all(e.kind != "upstream" for e in hits):
+            raise ConfigError(f"{where}: --only {pattern!r} names {hits[0].name}, an {hits[0].kind} patch "
+                              f"(upstream-pr sends upstream patches only)")
+        chosen.update(e.name for e in hits if e.kind == "upstream")
+    return [name for name in upstream if name in chosen]
+
+
 def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None = None, *,
-                parity: Path | None = None, log: Log = print) -> Result:
+                parity: Path | None = None, only: list[str] | None = None, log: Log = print) -> Result:
     pin = project.pin
     series = project.series
     series.validate()
-    wanted = [e for e in series.entries if e.kind == "upstream"]
-    if not wanted:
-        raise QueueDoesNotApply(f"{project.display(project.series_path)}: no patch is marked upstream")
-    benchmarks = pr_benchmarks(project)  # before anything is written: its markers may be at fault
+    wanted = select(series, only, project.display(project.series_path))
+    paths = {p for name in wanted for f in PatchFile.read(series.path.parent / name).files
+             for p in (f.path, f.old_path)}
+    benchmarks = pr_benchmarks(project, paths)  # before anything is written: its markers may be at fault
     ref = onto_ref or f"origin/{pin.branch}"
     upstream, onto = resolve_ref(project, ref, log=log)
     cache.ensure_commit(project.cache_dir, pin)
@@ -514,7 +551,7 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
         if not repo.has_commit(commit):
             repo.git("fetch", "--quiet", str(upstream.path), commit)
 
-    problems = dependencies(repo, pin.commit, series)
+    problems = dependencies(repo, pin.commit, series, wanted)
     if problems:
         for line in problems:
             log(f"  depends  {line}")
@@ -523,7 +560,7 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
 
     # The upstream patches as real commits on the pin, then replayed onto REF.
     repo.git("checkout", "--quiet", "--force", "--detach", pin.commit)
-    subset = Series(series.path, wanted)
+    subset = Series(series.path, [e for e in series.entries if e.name in wanted])
     log(f"{shown}: {len(wanted)} upstream patch(es) on {pin.short}, replayed onto {ref} ({onto[:8]})")
     commits = apply_series(repo, subset, lambda _: None)
     rows, head = probe(repo, onto, items_for(subset, commits), pin.commit, onto)

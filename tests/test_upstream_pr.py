@@ -82,7 +82,7 @@ def test_refuses_upstream_patch_that_needs_an_overlay_patch(toy_queue: Toy) -> N
                                                 r"0001-Change-a.patch \(overlay\).*src/a.txt"):
         upstream_pr(toy_queue.project, "main", log=lines.append)
     text = "\n".join(lines)
-    assert "without the overlay patch(es) before it that change that file: 0001-Change-a.patch" in text
+    assert "without the patch(es) before it left out of the PR that change that file: 0001-Change-a.patch" in text
     assert "0002-Change-b.patch (upstream) depends" not in text
     assert not (toy_queue.project.root / "dist" / "upstream-pr").exists()
 
@@ -257,7 +257,7 @@ def _project_with_benchmarks(tmp_path: Path, text: str) -> Project:
 
 
 def test_pr_quotes_only_the_marked_regions_of_benchmarks(tmp_path: Path) -> None:
-    body = upstream_pr_mod.pr_benchmarks(_project_with_benchmarks(tmp_path, MARKED))
+    body = upstream_pr_mod.pr_benchmarks(_project_with_benchmarks(tmp_path, MARKED), {"mlx/k.cpp"})
     assert "Session 3" not in body and "More history" not in body and "<!--" not in body
     # Under PR.md's "## Benchmarks" the regions' top headings are level 3.
     assert body.startswith("### CUDA\n\n| M | main | PR |")
@@ -266,7 +266,7 @@ def test_pr_quotes_only_the_marked_regions_of_benchmarks(tmp_path: Path) -> None
     lines = MARKED.count("\n")
     assert body.endswith(f"`docs/benchmarks.md` of the mlx-overlay project ({lines} lines, not quoted here).")
     # Unmarked: the whole file, every heading two levels down.
-    whole = upstream_pr_mod.pr_benchmarks(_project_with_benchmarks(tmp_path / "w", "# B\n\n## S\n\nx\n"))
+    whole = upstream_pr_mod.pr_benchmarks(_project_with_benchmarks(tmp_path / "w", "# B\n\n## S\n\nx\n"), set())
     assert whole == "### B\n\n#### S\n\nx"
 
 
@@ -279,7 +279,7 @@ def test_pr_quotes_only_the_marked_regions_of_benchmarks(tmp_path: Path) -> None
 ])
 def test_unbalanced_benchmark_markers_name_the_line(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        upstream_pr_mod.pr_benchmarks(_project_with_benchmarks(tmp_path, text))
+        upstream_pr_mod.pr_benchmarks(_project_with_benchmarks(tmp_path, text), set())
 
 
 def test_unbalanced_markers_stop_upstream_pr_before_it_writes(mlx_like: Toy) -> None:
@@ -295,10 +295,58 @@ def test_unbalanced_markers_stop_upstream_pr_before_it_writes(mlx_like: Toy) -> 
 def test_the_project_s_own_pr_quotes_a_short_summary() -> None:
     """This project's benchmarks.md is thousands of lines of its own runs; the
     PR quotes its marked summary: measured CUDA figures and counted Metal ones."""
+    from overlay_tool.patchfile import PatchFile
+
     root = Path(__file__).resolve().parent.parent
-    body = upstream_pr_mod.pr_benchmarks(Project.discover(root))
+    project = Project.discover(root)
+
+    def paths(glob: str) -> set[str]:
+        return {f.path for p in sorted((root / "patches").glob(glob)) for f in PatchFile.read(p).files}
+
+    cuda = paths("*CUDA*")
+    assert cuda and all(p.startswith(("mlx/backend/cuda/", "python/tests/")) for p in cuda)
+    body = upstream_pr_mod.pr_benchmarks(project, paths("000[2-9]-*") | paths("0010-*"))
     assert len(body.splitlines()) < 80
     assert body.startswith("### CUDA: `qmv` products of 1 to 7 vectors on an NVIDIA H200")
     assert "| 4096 x 14336 | bf16 | 4 | 35.5 / 17.7 (2.00x) |" in body
     assert "\n### Metal: weights read per product of M vectors\n" in body
     assert "session" not in body.lower() and "issue" not in body.lower()
+    # A CUDA-only PR quotes the CUDA figures only, a Metal-only one the Metal ones.
+    assert "### Metal" not in upstream_pr_mod.pr_benchmarks(project, cuda)
+    metal = upstream_pr_mod.pr_benchmarks(project, paths("000[2-7]-*"))
+    assert metal.startswith("### Metal") and "### CUDA" not in metal
+
+
+def test_only_makes_a_pr_of_some_upstream_patches(mlx_like: Toy) -> None:
+    """MLX reviews each backend on its own: --only picks the PR's patches by
+    number, name or glob, in queue order."""
+    queue(mlx_like, "\nint thrice(int x) { return 3 * x; }\n", "\n\ndef thrice(x):\n    return 3 * x\n")
+    assert main(["--project", str(mlx_like.project.root), "upstream-pr", "--onto", "main", "--only", "0003"]) == 0
+    out = mlx_like.project.root / "dist" / "upstream-pr"
+    assert sorted(p.name for p in out.iterdir()) == ["0001-Test-thrice.patch", "PR.md"]
+    pr = (out / "PR.md").read_text()
+    assert pr.startswith("# Test thrice\n") and "A kernel helper." not in pr
+    work = mlx_like.project.root / "work" / "upstream-pr"
+    assert sh_git(work, "log", "-1", "--format=%s").splitlines() == ["Test thrice"]
+    assert sh_git(work, "rev-parse", "HEAD~1") == sh_git(mlx_like.upstream, "rev-parse", "HEAD")
+    series = mlx_like.project.series
+    where = "patches/series"
+    assert upstream_pr_mod.select(series, ["*thrice*"], where) == ["0002-Add-thrice.patch", "0003-Test-thrice.patch"]
+    assert upstream_pr_mod.select(series, ["0003-Test-thrice.patch", "0002"], where) == [
+        "0002-Add-thrice.patch", "0003-Test-thrice.patch"]
+    with pytest.raises(ConfigError, match=r"patches/series: no patch matches --only '0009'"):
+        upstream_pr_mod.select(series, ["0009"], where)
+    with pytest.raises(ConfigError, match=r"--only '0001' names 0001-Mark-the-overlay-build.patch, an overlay patch"):
+        upstream_pr_mod.select(series, ["0001"], where)
+
+
+def test_only_refuses_a_patch_that_needs_one_left_out(mlx_like: Toy) -> None:
+    queue(mlx_like, "\nint thrice(int x) { return 3 * x; }\n", "\n\ndef thrice(x):\n    return 3 * x\n")
+    mlx_like.add_patch("mlx/k.cpp", CPP + "\nint thrice(int x) { return 3 * x; }\n",
+                       CPP + "\nint thrice(int x) { return x + x + x; }\n", "Sum thrice\n\nNo multiply.")
+    export_queue(mlx_like.project, log=quiet)
+    set_kinds(mlx_like.project, {"0004-Sum-thrice.patch": "upstream"})
+    with pytest.raises(QueueDoesNotApply, match=r"refusing: 0004-Sum-thrice.patch \(upstream\) depends on "
+                                                r"0002-Add-thrice.patch \(upstream, not in this PR\)"):
+        upstream_pr(mlx_like.project, "main", only=["0004"], log=quiet)
+    assert not (mlx_like.project.root / "dist" / "upstream-pr").exists()

@@ -14,7 +14,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "upstream-pr",
         help="branch on upstream REF with only the upstream patches, format-checked, exported with PR.md",
         description="Never pushes. Exit codes: 0 ready, 2 bad input, 4 upstream unreachable, "
-                    "5 an upstream patch depends on an overlay patch or conflicts with REF, "
+                    "5 a patch of the PR depends on one left out (overlay, or not in --only) or conflicts with REF, "
                     "12 clang-format/black cannot be installed, 13 formatting problems (files still written).",
     )
     parser.add_argument("--onto", metavar="REF", default=None,
@@ -23,9 +23,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="where the series and PR.md go (default: <project>/dist/upstream-pr)")
     parser.add_argument("--parity", metavar="JSON", type=Path, default=None,
                         help="parity summary to quote (default: <project>/dist/test-summary.json)")
+    parser.add_argument("--only", metavar="PATCH", action="append", default=None,
+                        help="only this upstream patch (file name, number such as 0009, or glob); repeat for more. "
+                             "The others must not be needed by these")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    upstream_pr(Project.discover(args.project), args.onto, args.out, parity=args.parity)
+    upstream_pr(Project.discover(args.project), args.onto, args.out, parity=args.parity, only=args.only)
     return 0
