@@ -64,6 +64,7 @@ def test_upstream_pr_on_the_real_queue(project: Project, upstream_cache: object,
     With no patch marked upstream (the queue before the kernel lands) it must refuse, saying so.
     """
     from overlay_tool.errors import QueueDoesNotApply
+    from overlay_tool.patchfile import PatchFile
     from overlay_tool.upstream_pr import upstream_pr
 
     root = tmp_path / "copy"
@@ -79,3 +80,12 @@ def test_upstream_pr_on_the_real_queue(project: Project, upstream_cache: object,
     result = upstream_pr(copy, TARGET, tmp_path / "out", log=lambda _: None)
     assert len(result.files) == len(upstream) and not result.problems
     assert (tmp_path / "out" / "PR.md").is_file()
+    # One PR per backend: the CUDA patches and the Metal ones each apply and
+    # pass alone (no hunk of one touches lines the other introduced).
+    by_backend = {"cuda": [n for n in upstream if "CUDA" in n], "metal": [n for n in upstream if "CUDA" not in n]}
+    for backend, only in by_backend.items():
+        picked = upstream_pr(copy, TARGET, tmp_path / backend, only=only, log=lambda _: None)
+        paths = {f.path for p in picked.files for f in PatchFile.read(p).files}
+        assert picked.files and not picked.problems, backend
+        assert all(f"/{backend}/" in p or p.startswith("python/tests/") for p in paths), (backend, paths)
+        assert len(picked.files) == len(only), backend
