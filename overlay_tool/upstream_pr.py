@@ -19,9 +19,13 @@
    pre-existing upstream difference, only noted.  If the tools cannot be
    installed it fails loudly (exit 12).
 4. Writes ``format-patch`` files and ``PR.md`` (a draft from the patches'
-   messages, ``docs/benchmarks.md`` (its regions marked for the PR, or the
-   whole file), the latest parity summary and the upstream-or-overlay
-   decision) to DIR (default ``dist/upstream-pr/``).
+   messages, the regions of ``docs/upstream-behaviour.md`` and
+   ``docs/benchmarks.md`` marked for the paths the PR changes (all of
+   benchmarks.md when it has no marks), the latest parity summary and the
+   upstream-or-overlay decision) to DIR (default ``dist/upstream-pr/``).
+
+With ``--only`` the PR takes some of the upstream patches; those left out
+count as overlay ones for 1.
 
 It never pushes.  Exit codes: 0 ready, 2 bad input, 4 upstream unreachable,
 5 an upstream patch depends on an overlay patch or conflicts with REF,
@@ -322,51 +326,6 @@ def parity_section(project: Project, summary: Path | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: What the patches change for models (Metal: per Apple GPU generation; CUDA:
-#: per product size): one block per kernel file a patch of the PR touches (the queue's own facts,
-#: kept next to the tool that writes the PR; docs/qmv_streamed.md has the
-#: detail).
-BEHAVIOUR: dict[str, str] = {
-    "mlx/backend/metal/kernels/quantized.h": """\
-Affine models (`affine_qmv_streamed`), products of 2 <= M < vector_limit vectors:
-
-| Apple GPU generation | before | after |
-|---|---|---|
-| < 15 (13, 14, ...) | `qmv` / `qmv_fast` once per vector: rows bitwise equal to M = 1, weights read M times | `qmv_streamed`: the same bits, weights read ceil(M / 5) times |
-| >= 15 | `qmv_wide`: rows differ from M = 1 in the last bits | unchanged |
-""",
-    "mlx/backend/metal/kernels/fp_quantized.h": """\
-fp models (mxfp4, nvfp4, mxfp8; `fp_qmv_streamed`), `quantized_matmul` with
-2 <= M < vector_limit and `qqmm` with M >= 2:
-
-| Apple GPU generation | before | after |
-|---|---|---|
-| < 15 (13, 14, ...) | `fp_qmv_wide` on every generation: rows differ from M = 1 in the last bits | `fp_qmv_streamed`: every row bitwise equal to the row computed alone, an exactness fp models did not have on any generation; weights read ceil(M / 5) times, as with `fp_qmv_wide` |
-| >= 15 | `fp_qmv_wide` | unchanged (the mlx-overlay project keeps these exact too, by default, outside this PR) |
-| every generation, nvfp4 `qqmm` with global scales | `fp_qmv` once per vector: exact, weights read M times | `fp_qmv_streamed`: the same bits, weights read ceil(M / 5) times |
-""",
-    "mlx/backend/cuda/quantized/qmm/qmv.cu": """CUDA, `quantized_matmul` products that take `qmv` (M * B < 8; where `qmm_sm90`
-applies, M = 1 only), every quantization mode:
-
-| products | before | after |
-|---|---|---|
-| M * B = 1 | `qmv_kernel`, one warp per row | `qmv_streamed_kernel` (`qmv_prefetch_kernel` for rows of up to 4096 elements at up to 4 bits): the same bits, 0.44-0.72 of the time at 4 and 8 bits on an H200 (4096 x 14336 bf16 4-bit: 35.5 -> 17.7 us; 4096 x 4096: 11.9 -> 6.3 us), also where rows of scales are not a multiple of 4 bytes (K = 2880 at group 64; 2880 x 2880: 7.67 -> 4.84 us) |
-| 2 <= M * B < 8 | `qmv_kernel` once per vector: rows bitwise equal to M = 1, weights read M times | `qmv_streamed_kernel`: the same bits, weights read once (twice for M = 5..7 below 8 bits); M = 4 on 4096 x 14336 bf16: 130.3 -> 30.8 us (4-bit), 103.6 -> 31.6 us (8-bit) |
-| M * B >= 8 | `qmm_sm80` / `qmm_sm90` / `qmm_naive`: rows differ from M = 1 | unchanged (the mlx-overlay project keeps up to 16 vectors exact, outside this PR) |
-""",
-}
-
-
-def behaviour_section(patches: list[PatchFile]) -> list[str]:
-    """PR.md lines on what changes for models, per GPU generation (empty when
-    no patch touches a kernel header listed in BEHAVIOUR)."""
-    paths = {f.path for p in patches for f in p.files}
-    blocks = [text for path, text in BEHAVIOUR.items() if path in paths]
-    if not blocks:
-        return []
-    return ["## What changes for models", "", *[ln for b in blocks for ln in (b.rstrip("\n"), "")]]
-
-
 def _headings(markdown: str) -> list[bool]:
     """Whether each line is a heading: lines inside fenced code blocks are
     code (a shell comment is not a heading)."""
@@ -391,30 +350,29 @@ def _demote(markdown: str, levels: int = 2) -> str:
     return "".join("#" * levels + ln if heading else ln for ln, heading in zip(lines, _headings(markdown)))
 
 
-#: Lines of benchmarks.md between these two (each alone on its line) are what
-#: PR.md quotes; without them it quotes the whole file. A project's
-#: benchmarks grow with its own history (sessions, experiments, tooling), which
-#: is not what a reviewer upstream reads. ``<!-- upstream-pr: PREFIX ... -->``
-#: opens a region quoted only when the PR changes a path under a PREFIX.
+#: Lines of a document between these two (each alone on its line) are what
+#: PR.md quotes of it. ``<!-- upstream-pr: PREFIX ... -->`` opens a region
+#: quoted only when the PR changes a path under a PREFIX. docs/benchmarks.md
+#: without markers is quoted whole; but a project's benchmarks grow with its
+#: own history (sessions, experiments, tooling), which is not what a reviewer
+#: upstream reads.
 PR_BEGIN, PR_END = "<!-- upstream-pr -->", "<!-- /upstream-pr -->"
 _PR_BEGIN = re.compile(r"<!-- upstream-pr(?:: (\S.*?))? -->")
+BENCHMARKS = Path("docs/benchmarks.md")
+#: What the upstream patches change for models, in regions by path.
+BEHAVIOUR = Path("docs/upstream-behaviour.md")
 
 
-def pr_benchmarks(project: Project, paths: set[str]) -> str:
-    """The "## Benchmarks" body of PR.md: benchmarks.md's marked regions for
-    the PR's `paths`, their headings moved to level 3 and below, and where
-    the rest is; the whole file when nothing is marked. Unbalanced markers
-    are a ConfigError naming the line."""
-    bench = project.root / "docs" / "benchmarks.md"
-    if not bench.is_file():
-        return "(docs/benchmarks.md not found: MLX asks for main-vs-PR numbers and the script that made them)"
-    text = bench.read_text(encoding="utf-8")
-    where = project.display(bench)
+def _regions(project: Project, doc: Path, paths: set[str]) -> list[str] | None:
+    """The regions of `doc` (relative to the project) for the PR's `paths`;
+    None when it has no markers. Unbalanced markers are a ConfigError naming
+    the line."""
+    where = project.display(project.root / doc)
+    lines = (project.root / doc).read_text(encoding="utf-8").splitlines(keepends=True)
     regions: list[str] = []
     marked = False
     start: int | None = None
     scope: list[str] = []
-    lines = text.splitlines(keepends=True)
     for n, line in enumerate(lines, start=1):
         begin = _PR_BEGIN.fullmatch(line.strip())
         if begin:
@@ -430,20 +388,49 @@ def pr_benchmarks(project: Project, paths: set[str]) -> str:
             start = None
     if start is not None:
         raise ConfigError(f"{where}:{start}: {lines[start - 1].strip()} is never closed by {PR_END}")
-    if not marked:
+    return regions if marked else None
+
+
+def _at_level_3(markdown: str) -> str:
+    """markdown with its top headings at level 3 (under a "## " section)."""
+    levels = [len(ln) - len(ln.lstrip("#")) for ln, heading in zip(markdown.splitlines(), _headings(markdown))
+              if heading]
+    return _demote(markdown, 3 - min(levels, default=3)).strip()
+
+
+def pr_benchmarks(project: Project, paths: set[str]) -> str:
+    """The "## Benchmarks" body of PR.md: benchmarks.md's regions for the
+    PR's `paths` and where the rest is; the whole file when nothing is
+    marked."""
+    bench = project.root / BENCHMARKS
+    if not bench.is_file():
+        return f"({BENCHMARKS} not found: MLX asks for main-vs-PR numbers and the script that made them)"
+    regions = _regions(project, BENCHMARKS, paths)
+    text = bench.read_text(encoding="utf-8")
+    if regions is None:
         return _demote(text).strip()
     if not regions:
-        return (f"(no region of {where} marked for the paths these patches change: MLX asks for main-vs-PR "
-                f"numbers and the script that made them)")
-    quoted = "\n\n".join(regions)
-    levels = [len(ln) - len(ln.lstrip("#")) for ln, heading in zip(quoted.splitlines(), _headings(quoted)) if heading]
-    body = _demote(quoted, 3 - min(levels, default=3)).strip()
-    return (f"{body}\n\nMethod, machines, every run and the commands that made them: "
-            f"`docs/benchmarks.md` of the mlx-overlay project ({len(lines)} lines, not quoted here).")
+        return (f"(no region of {BENCHMARKS} marked for the paths these patches change: MLX asks for "
+                f"main-vs-PR numbers and the script that made them)")
+    quoted = _at_level_3("\n\n".join(regions))
+    return (f"{quoted}\n\nMethod, machines, every run and the commands that made them: `{BENCHMARKS}` of "
+            f"the mlx-overlay project ({len(text.splitlines())} lines, not quoted here).")
+
+
+def behaviour_section(project: Project, paths: set[str]) -> list[str]:
+    """PR.md lines on what changes for models: the regions of
+    docs/upstream-behaviour.md for the PR's `paths` (none: no section)."""
+    if not (project.root / BEHAVIOUR).is_file():
+        return []
+    regions = _regions(project, BEHAVIOUR, paths) or []
+    if not regions:
+        return []
+    return ["## What changes for models", "", *[ln for r in regions for ln in (r.strip("\n"), "")]]
 
 
 def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, checked: list[str],
-             problems: list[FormatProblem], versions: dict[str, str], parity: Path | None, benchmarks: str) -> str:
+             problems: list[FormatProblem], versions: dict[str, str], parity: Path | None, benchmarks: str,
+             behaviour: list[str]) -> str:
     title = patches[0].subject if len(patches) == 1 else f"{patches[0].subject} (+{len(patches) - 1} more)"
     out = [f"# {title}", "",
            "<!-- Drafted by `mlx-overlay upstream-pr` from the patches' messages. MLX asks that PR descriptions "
@@ -452,7 +439,7 @@ def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, ch
     for n, patch in enumerate(patches, start=1):
         files = ", ".join(f"`{f.path}`" for f in patch.files)
         out += [f"### {n}. {patch.subject}", "", patch.body or "(no description)", "", f"Files: {files}", ""]
-    out += behaviour_section(patches)
+    out += behaviour
     tests = [f.path for p in patches for f in p.files if "/tests/" in f"/{f.path}"]
     out += ["## Tests", ""]
     out += ([f"- `{t}` (new or changed; run it on main to see it fail)" for t in dict.fromkeys(tests)]
@@ -541,7 +528,9 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
     wanted = select(series, only, project.display(project.series_path))
     paths = {p for name in wanted for f in PatchFile.read(series.path.parent / name).files
              for p in (f.path, f.old_path)}
-    benchmarks = pr_benchmarks(project, paths)  # before anything is written: its markers may be at fault
+    # Before anything is written: the documents' markers may be at fault.
+    benchmarks = pr_benchmarks(project, paths)
+    behaviour = behaviour_section(project, paths)
     ref = onto_ref or f"origin/{pin.branch}"
     upstream, onto = resolve_ref(project, ref, log=log)
     cache.ensure_commit(project.cache_dir, pin)
@@ -596,7 +585,7 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
             files.append(target / gen.name)
     patches = [PatchFile.read(f) for f in files]
     (target / "PR.md").write_text(draft_pr(project, patches, ref, onto, checked, fmt_problems, versions, parity,
-                                           benchmarks),
+                                           benchmarks, behaviour),
                                   encoding="utf-8")
     log(f"wrote {project.display(target)}: {len(files)} patch(es) and PR.md")
     log(f"branch {BRANCH} in {shown} at {repo.git('rev-parse', '--short=12', 'HEAD')} (not pushed; to open the PR: "

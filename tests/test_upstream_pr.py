@@ -174,29 +174,40 @@ def test_formatters_that_cannot_be_installed_are_reported_loudly(mlx_like: Toy, 
 
 
 def test_pr_says_what_changes_per_gpu_generation() -> None:
-    # The queue's own upstream patches: the fp kernel patch brings the fp
-    # block (generations 13/14 gain exactness, 15+ unchanged upstream), the
-    # affine one the affine block; a patch touching neither adds nothing.
+    # The queue's own upstream patches and docs/upstream-behaviour.md: the fp
+    # kernel patch brings the fp block (generations 13/14 gain exactness, 15+
+    # unchanged upstream), the affine one the affine block; a patch touching
+    # neither adds nothing.
     from overlay_tool.patchfile import PatchFile
     from overlay_tool.upstream_pr import behaviour_section
 
-    patches = Path(__file__).resolve().parent.parent / "patches"
-    fp = PatchFile.read(next(patches.glob("*-Add-an-order-preserving-streamed-fp-qmv-kernel.patch")))
-    affine = PatchFile.read(next(patches.glob("*-Add-an-order-preserving-streamed-qmv-kernel.patch")))
-    test = PatchFile.read(next(patches.glob("*-Test-that-small-batch-fp-qmv-rows-match-the-single-v.patch")))
-    text = "\n".join(behaviour_section([affine, fp, test]))
+    root = Path(__file__).resolve().parent.parent
+    project = Project.discover(root)
+
+    def paths(glob: str) -> set[str]:
+        return {f.path for p in (root / "patches").glob(glob) for f in PatchFile.read(p).files}
+
+    fp = paths("*-Add-an-order-preserving-streamed-fp-qmv-kernel.patch")
+    affine = paths("*-Add-an-order-preserving-streamed-qmv-kernel.patch")
+    test = paths("*-Test-that-small-batch-fp-qmv-rows-match-the-single-v.patch")
+    text = "\n".join(behaviour_section(project, affine | fp | test))
     assert text.startswith("## What changes for models")
-    assert "fp models (mxfp4, nvfp4, mxfp8" in text and "Affine models" in text
+    assert "fp models (mxfp4, nvfp4, mxfp8" in text and "Affine models" in text and "<!--" not in text
     assert "| < 15 (13, 14, ...) | `fp_qmv_wide` on every generation" in text
     assert "| >= 15 | `fp_qmv_wide` | unchanged (the mlx-overlay project keeps these exact" in text
     assert "nvfp4 `qqmm` with global scales | `fp_qmv` once per vector" in text
-    assert "Affine models" not in "\n".join(behaviour_section([fp]))
-    assert behaviour_section([test]) == []
+    assert "Affine models" not in "\n".join(behaviour_section(project, fp))
+    assert behaviour_section(project, test) == []
     # The CUDA kernel patch: the same bits on the qmv path, M * B >= 8 unchanged upstream.
-    cuda = PatchFile.read(next(patches.glob("*-Stream-several-vectors-per-warp-in-CUDA-qmv.patch")))
-    text = "\n".join(behaviour_section([cuda]))
+    text = "\n".join(behaviour_section(project, paths("*-Stream-several-vectors-per-warp-in-CUDA-qmv.patch")))
     assert "CUDA, `quantized_matmul` products that take `qmv`" in text and "Affine models" not in text
     assert "| M * B >= 8 | `qmm_sm80` / `qmm_sm90` / `qmm_naive`: rows differ from M = 1 | unchanged" in text
+    # Its figures are the summary's in docs/benchmarks.md.
+    bench = upstream_pr_mod.pr_benchmarks(project, paths("*CUDA*"))
+    for figure in ("35.5 / 17.7", "130.3 / 30.8", "103.6 / 31.6", "11.9 / 6.3"):
+        assert figure in bench
+    for figure in ("35.5 -> 17.7", "130.3 -> 30.8", "103.6 -> 31.6", "11.9 -> 6.3"):
+        assert figure in text
 
 
 def test_benchmarks_headings_are_demoted_but_not_code_in_fences() -> None:
@@ -350,3 +361,18 @@ def test_only_refuses_a_patch_that_needs_one_left_out(mlx_like: Toy) -> None:
                                                 r"0002-Add-thrice.patch \(upstream, not in this PR\)"):
         upstream_pr(mlx_like.project, "main", only=["0004"], log=quiet)
     assert not (mlx_like.project.root / "dist" / "upstream-pr").exists()
+
+
+def test_behaviour_regions_follow_the_paths_the_pr_changes(mlx_like: Toy) -> None:
+    queue(mlx_like, "\nint thrice(int x) { return 3 * x; }\n", "\n\ndef thrice(x):\n    return 3 * x\n")
+    doc = mlx_like.project.root / "docs" / "upstream-behaviour.md"
+    doc.write_text("# Behaviour\n\n<!-- upstream-pr: mlx/k.cpp -->\nthrice: 3 x, exactly.\n<!-- /upstream-pr -->\n\n"
+                   "<!-- upstream-pr: mlx/backend/cuda/ -->\nCUDA rows.\n<!-- /upstream-pr -->\n")
+    assert main(["--project", str(mlx_like.project.root), "upstream-pr", "--onto", "main"]) == 0
+    pr = (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").read_text()
+    assert "## What changes for models\n\nthrice: 3 x, exactly.\n\n## Tests" in pr and "CUDA rows" not in pr
+    # Only the test patch: no region for its paths, no section.
+    assert main(["--project", str(mlx_like.project.root), "upstream-pr", "--onto", "main", "--only", "0003"]) == 0
+    assert "What changes for models" not in (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").read_text()
+    doc.write_text("<!-- upstream-pr: mlx/k.cpp -->\nopen\n")
+    assert main(["--project", str(mlx_like.project.root), "upstream-pr", "--onto", "main"]) == 2
