@@ -442,7 +442,7 @@ def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, ch
     out += behaviour
     tests = [f.path for p in patches for f in p.files if "/tests/" in f"/{f.path}"]
     out += ["## Tests", ""]
-    out += ([f"- `{t}` (new or changed; run it on main to see it fail)" for t in dict.fromkeys(tests)]
+    out += ([f"- `{t}` (new or changed)" for t in dict.fromkeys(tests)]
             or ["- (no test files in these patches: MLX asks for tests that fail on main)"])
     out += ["", parity_section(project, parity), "## Benchmarks", "", benchmarks, ""]
     out += ["## Formatting", ""]
