@@ -13,7 +13,7 @@
 #      on the stock wheels, in the same run.
 # The full test file takes several minutes and the benches as many again:
 # in a device call of 10 minutes, run them in two calls (SKIP_TESTS=1 or
-# SKIP_BENCH=1).
+# SKIP_BENCH=1). TOLERANCE=1 adds MLX's tolerance loops (below).
 # Usage: bench/cuda_mlx_run_device.sh WORK OUT STOCK_TAR [--quick]
 #   WORK: the build's work folder; STOCK_TAR: the stock wheels unpacked
 #   (mlx-sm90.tar.xz, made by bench/cuda_stock_wheels.py).
@@ -33,6 +33,16 @@ unset MLX_QMV_WIDE MLX_QMV_ROUTE
 
 echo "built from: $(head -1 "$K/MANIFEST")"
 PYTHONPATH=$PATCHED python3 -c 'import mlx.core as mx; print("mlx", mx.__version__, mx.default_device(), "cuda", mx.cuda.is_available())'
+
+# TOLERANCE=1: first, MLX's test_qmm and test_qmv_wide loops outside pytest
+# (bench/cuda_mlx_tolerance.py), test_qmm's only where the queue routes
+# (--max-m 16: its M = 8 subtests; the others compile stock's matrix kernels
+# at run time, about 5 s each).
+if [ -n "${TOLERANCE:-}" ]; then
+  PYTHONPATH=$PATCHED timeout "${TOLERANCE_LIMIT:-150}" python3 bench/cuda_mlx_tolerance.py \
+    --out "$OUT/tolerance.csv" --max-m 16 >"$OUT/tolerance.txt" 2>&1
+  echo "tolerance rc $?: $(grep -E '^(qmm|qmv_wide):' "$OUT/tolerance.txt" | tr '\n' ' ')"
+fi
 
 if [ -z "${SKIP_TESTS:-}" ]; then
 # Does a C++ exception reach Python? (In the run of 2026-11-30 every test

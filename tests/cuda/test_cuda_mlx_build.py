@@ -186,6 +186,19 @@ def test_tolerance_script_runs_mlx_s_loops_on_the_cpu(tmp_path: Path, mlx_python
         assert total == int(r["M"]) * int(r["B"]) and 0 <= same <= total
 
 
+def test_tolerance_script_keeps_the_subtests_the_queue_routes(tmp_path: Path, mlx_python: str) -> None:
+    """--max-m 16: test_qmm's M = 8 subtests only (72 of 288), the products
+    of at most 16 vectors the queue routes; M = 32, 33 and 64 take stock's
+    matrix kernels."""
+    out = tmp_path / "t.csv"
+    run = subprocess.run([mlx_python, str(ROOT / "bench" / "cuda_mlx_tolerance.py"), "--out", str(out),
+                          "--suite", "qmm", "--max-m", "16"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "qmm: 72 subtests, 0 over tolerance or failed to run" in run.stdout
+    rows = out.read_text().splitlines()[1:]
+    assert len(rows) == 72 and {r.split(",")[4] for r in rows} == {"8"}
+
+
 def run_tolerance_with(replacement: str, tmp_path: Path, mlx_python: str) -> tuple[str, list[dict[str, str]]]:
     """bench/cuda_mlx_tolerance.py --suite qmm --limit 2 with
     mx.quantized_matmul replaced by the function `replacement` defines (as
