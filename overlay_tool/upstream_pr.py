@@ -428,9 +428,25 @@ def behaviour_section(project: Project, paths: set[str]) -> list[str]:
     return ["## What changes for models", "", *[ln for r in regions for ln in (r.strip("\n"), "")]]
 
 
+def why_section(project: Project, paths: set[str]) -> list[str]:
+    """PR.md lines on why these patches go upstream: the decision record's
+    regions for the PR's `paths`, quoted (without marks, its first paragraph)."""
+    decision = project.root / DECISION
+    if not decision.is_file():
+        return [f"Decision record `{DECISION}` not written yet.", ""]
+    regions = _regions(project, DECISION, paths)
+    if regions is None:
+        regions = [p for p in decision.read_text(encoding="utf-8").split("\n\n")
+                   if p.strip() and not p.lstrip().startswith("#")][:1]
+    out = [f"Decision record: `{DECISION}` in the mlx-overlay project.", ""]
+    for region in regions:
+        out += ["> " + region.strip("\n").replace("\n", "\n> "), ""]
+    return out
+
+
 def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, checked: list[str],
              problems: list[FormatProblem], versions: dict[str, str], parity: Path | None, benchmarks: str,
-             behaviour: list[str]) -> str:
+             behaviour: list[str], why: list[str]) -> str:
     title = patches[0].subject if len(patches) == 1 else f"{patches[0].subject} (+{len(patches) - 1} more)"
     out = [f"# {title}", "",
            "<!-- Drafted by `mlx-overlay upstream-pr` from the patches' messages. MLX asks that PR descriptions "
@@ -454,16 +470,7 @@ def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, ch
     else:
         out.append(f"{tools} (MLX's pre-commit versions and settings) report nothing on the lines these "
                    f"commits change ({len(checked)} check(s)).")
-    out += ["", "## Why upstream (and what stays in the overlay)", ""]
-    decision = project.root / DECISION
-    if decision.is_file():
-        paras = [p.strip() for p in decision.read_text(encoding="utf-8").split("\n\n") if p.strip()
-                 and not p.lstrip().startswith("#")]
-        out += [f"Decision record: `{DECISION}` in the mlx-overlay project.", ""]
-        if paras:
-            out += ["> " + paras[0].replace("\n", "\n> "), ""]
-    else:
-        out += [f"Decision record `{DECISION}` not written yet.", ""]
+    out += ["", "## Why upstream (and what stays in the overlay)", "", *why]
     out += ["## Checklist", "", "- [ ] Tests fail on main and pass here",
             "- [ ] Benchmarks main vs PR attached", f"- [{' ' if problems else 'x'}] pre-commit formatting (clang-format, black)",
             "- [ ] Description rewritten by the author", ""]
@@ -531,6 +538,7 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
     # Before anything is written: the documents' markers may be at fault.
     benchmarks = pr_benchmarks(project, paths)
     behaviour = behaviour_section(project, paths)
+    why = why_section(project, paths)
     ref = onto_ref or f"origin/{pin.branch}"
     upstream, onto = resolve_ref(project, ref, log=log)
     cache.ensure_commit(project.cache_dir, pin)
@@ -585,7 +593,7 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
             files.append(target / gen.name)
     patches = [PatchFile.read(f) for f in files]
     (target / "PR.md").write_text(draft_pr(project, patches, ref, onto, checked, fmt_problems, versions, parity,
-                                           benchmarks, behaviour),
+                                           benchmarks, behaviour, why),
                                   encoding="utf-8")
     log(f"wrote {project.display(target)}: {len(files)} patch(es) and PR.md")
     log(f"branch {BRANCH} in {shown} at {repo.git('rev-parse', '--short=12', 'HEAD')} (not pushed; to open the PR: "

@@ -376,3 +376,12 @@ def test_behaviour_regions_follow_the_paths_the_pr_changes(mlx_like: Toy) -> Non
     assert "What changes for models" not in (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").read_text()
     doc.write_text("<!-- upstream-pr: mlx/k.cpp -->\nopen\n")
     assert main(["--project", str(mlx_like.project.root), "upstream-pr", "--onto", "main"]) == 2
+
+
+def test_why_upstream_quotes_the_decision_s_marked_summary() -> None:
+    """Not its status line (project-internal: issue and session numbers)."""
+    root = Path(__file__).resolve().parent.parent
+    why = "\n".join(upstream_pr_mod.why_section(Project.discover(root), {"mlx/backend/cuda/quantized/qmm/qmv.cu"}))
+    assert why.startswith("Decision record: `docs/decisions/0001-upstream-or-overlay.md`")
+    assert "\n> Summary: the order-preserving streamed quantized mat-vec kernel" in why
+    assert "Status:" not in why and "seed 000" not in why and "<!--" not in why
