@@ -535,6 +535,10 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
     wanted = select(series, only, project.display(project.series_path))
     paths = {p for name in wanted for f in PatchFile.read(series.path.parent / name).files
              for p in (f.path, f.old_path)}
+    backends = sorted({p.split("/")[2] for p in paths if p.startswith("mlx/backend/") and p.count("/") > 2})
+    if not only and len(backends) > 1:
+        log(f"note: these {len(wanted)} patches change the {', '.join(backends)} backends; MLX reviews each on its "
+            f"own: --only PATCH makes a PR of some of them")
     # Before anything is written: the documents' markers may be at fault.
     benchmarks = pr_benchmarks(project, paths)
     behaviour = behaviour_section(project, paths)

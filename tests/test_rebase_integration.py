@@ -77,8 +77,11 @@ def test_upstream_pr_on_the_real_queue(project: Project, upstream_cache: object,
         with pytest.raises(QueueDoesNotApply, match="no patch is marked upstream"):
             upstream_pr(copy, TARGET, log=lambda _: None)
         return
-    result = upstream_pr(copy, TARGET, tmp_path / "out", log=lambda _: None)
+    lines: list[str] = []
+    result = upstream_pr(copy, TARGET, tmp_path / "out", log=lines.append)
     assert len(result.files) == len(upstream) and not result.problems
+    assert (f"note: these {len(upstream)} patches change the cuda, metal backends; MLX reviews each on its own: "
+            f"--only PATCH makes a PR of some of them") in lines
     assert (tmp_path / "out" / "PR.md").is_file()
     # One PR per backend: the CUDA patches and the Metal ones each apply and
     # pass alone (no hunk of one touches lines the other introduced).
