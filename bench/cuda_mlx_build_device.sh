@@ -95,6 +95,9 @@ else
   ninja -C "$WORK/build" -j "$JOBS" core >>"$OUT/build.log" 2>&1
 fi
 rc=$?
+# Each step's start and end (ms since that ninja started), to see how long
+# the longest objects took.
+cp "$WORK/build/.ninja_log" "$OUT/ninja_log.txt" 2>/dev/null
 echo "ninja rc $rc after $(($(date +%s) - start)) s; $(grep -c '^\[' "$OUT/build.log") steps logged"
 if [ $rc = 124 ]; then
   # Cut by the limit: the objects in flight are lost and start again from
