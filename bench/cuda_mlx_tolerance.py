@@ -24,12 +24,20 @@ Usage: python3 bench/cuda_mlx_tolerance.py --out FILE.csv [--suite qmm|qmv_wide|
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from itertools import islice, product
 from typing import Iterator
 
-import mlx.core as mx
-import numpy as np
+# As python/tests/mlx_tests.py, which test_quantized.py imports: the
+# dequantize-then-matmul reference in float32 otherwise runs on cuBLAS in
+# TF32 (MLX_ENABLE_TF32 defaults to 1), about 1e-2 off at K = 512, ten times
+# test_qmv_wide's tolerance (the H200 run of 2026-12-02, session 17: 1041 of
+# its 1188 subtests "failed", the rows computed alone by as much).
+os.environ["MLX_ENABLE_TF32"] = "0"
+
+import mlx.core as mx  # noqa: E402
+import numpy as np  # noqa: E402
 
 HEADER = ("suite,mode,group_size,bits,M,N,K,B,transposed,dtype,max_err,tol,ok,"
           "rows_identical_to_M1,max_err_M1,error")

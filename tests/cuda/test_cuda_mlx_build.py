@@ -199,16 +199,18 @@ def test_tolerance_script_keeps_the_subtests_the_queue_routes(tmp_path: Path, ml
     assert len(rows) == 72 and {r.split(",")[4] for r in rows} == {"8"}
 
 
-def run_tolerance_with(replacement: str, tmp_path: Path, mlx_python: str) -> tuple[str, list[dict[str, str]]]:
+def run_tolerance_with(replacement: str, tmp_path: Path, mlx_python: str,
+                       env: dict[str, str] | None = None) -> tuple[str, list[dict[str, str]]]:
     """bench/cuda_mlx_tolerance.py --suite qmm --limit 2 with
     mx.quantized_matmul replaced by the function `replacement` defines (as
-    `replaced`, given the original as `plain`): its output and CSV rows."""
+    `replaced`, given the original as `plain`), in `env` added to this
+    environment: its output and CSV rows."""
     out = tmp_path / "t.csv"
     script = (f"import runpy, sys\nimport mlx.core as mx\nplain = mx.quantized_matmul\n{replacement}\n"
               "mx.quantized_matmul = replaced\nsys.argv = ['cuda_mlx_tolerance.py'] + sys.argv[2:]\n"
               f"runpy.run_path({str(ROOT / 'bench' / 'cuda_mlx_tolerance.py')!r}, run_name='__main__')\n")
     run = subprocess.run([mlx_python, "-c", script, "-", "--out", str(out), "--suite", "qmm", "--limit", "2"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env={**os.environ, **(env or {})})
     assert run.returncode == 0, run.stderr[-2000:]
     lines = out.read_text().splitlines()
     rows = [dict(zip(lines[0].split(","), r.split(","))) for r in lines[1:]]
@@ -227,6 +229,23 @@ def test_tolerance_script_reports_a_nudged_product(tmp_path: Path, mlx_python: s
     assert "qmm: 2 subtests, 2 over tolerance" in stdout
     assert [(r["ok"], r["rows_identical_to_M1"]) for r in rows] == [("False", "0/8")] * 2
     assert all(float(r["max_err_M1"]) < float(r["tol"]) for r in rows)  # the rows alone are not nudged
+
+
+@pytest.mark.integration
+def test_tolerance_script_turns_tf32_off_as_mlx_s_tests_do(tmp_path: Path, mlx_python: str,
+                                                          pinned_checkout: Path) -> None:
+    """MLX's test harness (python/tests/mlx_tests.py) sets MLX_ENABLE_TF32=0,
+    so that the float32 references run in float32 on cuBLAS; the script sets
+    it the same way, whatever the caller's environment says. Without it the
+    H200 run of 2026-12-02 failed 1041 of test_qmv_wide's 1188 subtests on
+    the reference's rounding alone."""
+    assert 'os.environ["MLX_ENABLE_TF32"] = "0"' in (pinned_checkout / "python/tests/mlx_tests.py").read_text()
+    stdout, rows = run_tolerance_with(
+        "import os\n"
+        "def replaced(x, *args, **kwargs):\n"
+        "    assert os.environ['MLX_ENABLE_TF32'] == '0', os.environ['MLX_ENABLE_TF32']\n"
+        "    return plain(x, *args, **kwargs)", tmp_path, mlx_python, env={"MLX_ENABLE_TF32": "1"})
+    assert "qmm: 2 subtests, 0 over tolerance" in stdout and len(rows) == 2
 
 
 def test_tolerance_script_records_a_subtest_that_raises(tmp_path: Path, mlx_python: str) -> None:

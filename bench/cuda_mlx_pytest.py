@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Run MLX's Python tests one process after another until every test has an
+outcome, however many of those processes crash.
+
+On the H200 image, a C++ exception that reaches Python can kill the
+interpreter (docs/upstream-reports.md, 3): in the run of 2026-12-02 (session
+17) test_mxfp4_quantize_dequantize's first `assertRaises(ValueError)` ended
+a plain serial pytest with a segmentation fault at 42% of the file, after
+earlier tests had raised and caught the same error. pytest-xdist replaces a
+crashed worker, but in the same session its workers also failed while
+reporting unittest subtests (AssertionError in xdist's
+pytest_runtest_logreport: the report's test was not the one the worker was
+running), five of them crashed, and the file had not ended after 330 s.
+
+This driver runs pytest serially (the image's plugins off, as
+bench/cuda_mlx_run_device.sh does), with a small plugin of its own (this
+file, loaded with -p) that writes each test's start and each report to a log
+as it happens. When the process dies, the test in flight is recorded as
+crashed, with the exit status, and pytest starts again on the tests that have
+no outcome yet. Every test ends in exactly one row of OUT:
+
+    nodeid,outcome,subtests_passed,subtests_failed,seconds,detail
+
+outcome: passed, failed, skipped, error (setup or teardown), crashed (the
+process died in it; detail: the exit status) or not run (the time limit came
+first). A test that crashes is not run again.
+
+Usage: python3 cuda_mlx_pytest.py --out OUT.csv [--limit SECONDS] -- PYTEST_ARGS...
+    (run in the tests folder; PYTEST_ARGS select the tests, e.g.
+    test_quantized.py --deselect test_quantized.py::TestQuantized::test_qmm)
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LOG_ENV = "CUDA_MLX_PYTEST_LOG"
+
+
+# -- the plugin: runs inside pytest (-p cuda_mlx_pytest) -----------------------
+
+
+def _log(record: dict[str, object]) -> None:
+    with open(os.environ[LOG_ENV], "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    _log({"start": nodeid, "t": time.time()})
+
+
+def pytest_runtest_logreport(report: object) -> None:
+    # A unittest subTest's report has a `context` (pytest 9's SubtestReport).
+    _log({"nodeid": getattr(report, "nodeid"), "when": getattr(report, "when"),
+          "outcome": getattr(report, "outcome"), "subtest": hasattr(report, "context"), "t": time.time()})
+
+
+# -- the driver ---------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What the log says of one test."""
+
+    outcome: str = ""
+    subtests_passed: int = 0
+    subtests_failed: int = 0
+    start: float = 0.0
+    end: float = 0.0
+    finished: bool = False
+    detail: str = ""
+    reports: list[tuple[str, str]] = field(default_factory=list)
+
+    def row(self, nodeid: str) -> list[str]:
+        seconds = f"{self.end - self.start:.1f}" if self.end else ""
+        return [nodeid, self.outcome, str(self.subtests_passed), str(self.subtests_failed), seconds, self.detail]
+
+
+def read_log(path: Path) -> tuple[dict[str, Outcome], str | None]:
+    """The outcomes the log records, and the test started last if it has not
+    finished (teardown not reported)."""
+    outcomes: dict[str, Outcome] = {}
+    in_flight = None
+    if not path.exists():
+        return outcomes, None
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # the last line of a process killed while writing it
+            continue
+        if "start" in record:
+            in_flight = record["start"]
+            outcomes[in_flight] = Outcome(start=record["t"])
+            continue
+        o = outcomes.setdefault(record["nodeid"], Outcome(start=record["t"]))
+        o.end = record["t"]
+        if record["subtest"]:
+            if record["outcome"] == "passed":
+                o.subtests_passed += 1
+            elif record["outcome"] == "failed":
+                o.subtests_failed += 1
+            continue
+        o.reports.append((record["when"], record["outcome"]))
+        if record["when"] == "teardown":
+            o.finished = True
+            o.outcome = _verdict(o)
+            if in_flight == record["nodeid"]:
+                in_flight = None
+    return outcomes, in_flight
+
+
+def _verdict(o: Outcome) -> str:
+    phases = dict(o.reports)
+    if phases.get("setup") == "failed" or phases.get("teardown") == "failed":
+        return "error"
+    if phases.get("setup") == "skipped" or phases.get("call") == "skipped":
+        return "skipped"
+    if phases.get("call") == "failed" or o.subtests_failed:
+        return "failed"
+    return "passed"
+
+
+def collect(pytest_args: list[str], env: dict[str, str]) -> list[str]:
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *pytest_args],
+                         capture_output=True, text=True, env=env)
+    ids = [line for line in run.stdout.splitlines() if "::" in line and " " not in line]
+    if run.returncode not in (0, 5) or not ids:
+        raise SystemExit(f"pytest --collect-only {' '.join(pytest_args)}: rc {run.returncode}, "
+                         f"{len(ids)} tests\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
+    return ids
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--limit", type=float, default=540.0, help="seconds for all of it")
+    ap.add_argument("pytest_args", nargs="+")
+    args = ap.parse_args()
+    deadline = time.monotonic() + args.limit
+    base = ["-p", "no:cacheprovider", "--rootdir=.", "-p", "cuda_mlx_pytest"]
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent),
+                                                        os.environ.get("PYTHONPATH")]))}
+    todo = collect(["--rootdir=.", *args.pytest_args], env)
+    print(f"{len(todo)} tests", flush=True)
+    done: dict[str, Outcome] = {}
+    log = args.out.with_suffix(".log.jsonl")
+    log.unlink(missing_ok=True)
+    runs = 0
+    while todo and time.monotonic() < deadline:
+        runs += 1
+        env[LOG_ENV] = str(log)
+        with open(args.out.with_suffix(f".run{runs}.txt"), "w") as output:
+            try:
+                rc = subprocess.run([sys.executable, "-m", "pytest", "-q", *base, *todo], env=env,
+                                    stdout=output, stderr=subprocess.STDOUT,
+                                    timeout=deadline - time.monotonic()).returncode
+            except subprocess.TimeoutExpired:
+                rc = None
+        outcomes, in_flight = read_log(log)
+        for nodeid, o in outcomes.items():
+            if o.finished:
+                done[nodeid] = o
+        if in_flight is not None and rc is not None:
+            o = outcomes[in_flight]
+            o.outcome, o.detail, o.end = "crashed", f"rc {rc}", o.end or o.start
+            done[in_flight] = o
+            print(f"run {runs}: crashed in {in_flight} (rc {rc})", flush=True)
+        todo = [t for t in todo if t not in done]
+        if rc is not None and in_flight is None:
+            break  # pytest ended on its own: whatever is left it did not run
+    with open(args.out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["nodeid", "outcome", "subtests_passed", "subtests_failed", "seconds", "detail"])
+        for nodeid, o in done.items():
+            w.writerow(o.row(nodeid))
+        for nodeid in todo:
+            w.writerow([nodeid, "not run", 0, 0, "", "time limit" if time.monotonic() >= deadline else ""])
+    counts: dict[str, int] = {}
+    for o in done.values():
+        counts[o.outcome] = counts.get(o.outcome, 0) + 1
+    if todo:
+        counts["not run"] = len(todo)
+    print(f"{sum(counts.values())} tests in {runs} pytest run(s): "
+          + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())), flush=True)
+    return 0 if set(counts) <= {"passed", "skipped"} else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""bench/cuda_mlx_pytest.py: MLX's tests run serially, started again after
+each crash until every test has one outcome. The crash of the H200 image (a
+C++ exception that kills the interpreter) is played by a test that sends
+itself SIGSEGV; the control is plain pytest on the same file, which loses
+every test after it."""
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "cuda_mlx_pytest.py"
+
+TESTS = textwrap.dedent('''
+    import os
+    import signal
+    import unittest
+
+
+    class TestQuantized(unittest.TestCase):
+        def test_a_passes(self):
+            self.assertEqual(1, 1)
+
+        def test_b_subtests(self):
+            for i in range(4):
+                with self.subTest(i=i):
+                    self.assertNotEqual(i, 2)
+
+        def test_c_crashes(self):
+            os.kill(os.getpid(), signal.SIGSEGV)
+
+        @unittest.skip("not here")
+        def test_d_skipped(self):
+            pass
+
+        def test_e_crashes_too(self):
+            os.abort()
+
+        def test_f_fails(self):
+            self.assertEqual(1, 2)
+
+        def test_g_left_out(self):
+            pass
+
+        def test_h_passes_last(self):
+            pass
+''')
+
+
+def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    tests = tmp_path / "tests"
+    tests.mkdir(exist_ok=True)
+    (tests / "test_quantized.py").write_text(TESTS)
+    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=tests, capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"})
+
+
+def rows(path: Path) -> dict[str, dict[str, str]]:
+    with open(path) as f:
+        return {r["nodeid"].split("::")[-1]: r for r in csv.DictReader(f)}
+
+
+def test_every_test_gets_one_outcome_through_crashes(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    r = run(tmp_path, "--out", str(out), "--", "test_quantized.py",
+            "--deselect", "test_quantized.py::TestQuantized::test_g_left_out")
+    assert r.returncode == 1, r.stdout + r.stderr  # a failure and two crashes
+    got = {name: (row["outcome"], row["subtests_passed"], row["subtests_failed"]) for name, row in rows(out).items()}
+    assert got == {
+        "test_a_passes": ("passed", "0", "0"),
+        "test_b_subtests": ("failed", "3", "1"),
+        "test_c_crashes": ("crashed", "0", "0"),
+        "test_d_skipped": ("skipped", "0", "0"),
+        "test_e_crashes_too": ("crashed", "0", "0"),
+        "test_f_fails": ("failed", "0", "0"),
+        "test_h_passes_last": ("passed", "0", "0"),
+    }
+    details = {name: row["detail"] for name, row in rows(out).items()}
+    assert details["test_c_crashes"] == "rc -11" and details["test_e_crashes_too"] == "rc -6"
+    assert "run 1: crashed in test_quantized.py::TestQuantized::test_c_crashes (rc -11)" in r.stdout
+    assert r.stdout.splitlines()[-1] == "7 tests in 3 pytest run(s): 2 crashed, 2 failed, 2 passed, 1 skipped"
+    # Control: one plain pytest process ends at the first crash.
+    plain = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "test_quantized.py"],
+                           cwd=tmp_path / "tests", capture_output=True, text=True)
+    assert plain.returncode == -11 and "test_h_passes_last" not in plain.stdout
+
+
+def test_the_time_limit_leaves_the_rest_not_run(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_slow.py").write_text("import time\n\ndef test_quick():\n    pass\n\n"
+                                        "def test_slow():\n    time.sleep(60)\n\ndef test_after():\n    pass\n")
+    r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--limit", "5", "--", "test_slow.py"],
+                       cwd=tests, capture_output=True, text=True)
+    assert r.returncode == 1
+    got = {name: (row["outcome"], row["detail"]) for name, row in rows(out).items()}
+    assert got == {"test_quick": ("passed", ""), "test_slow": ("not run", "time limit"),
+                   "test_after": ("not run", "time limit")}
+
+
+def test_nothing_collected_is_an_error(tmp_path: Path) -> None:
+    r = run(tmp_path, "--out", str(tmp_path / "r.csv"), "--", "test_quantized.py", "-k", "no_such_test")
+    assert r.returncode != 0 and "0 tests" in r.stderr
