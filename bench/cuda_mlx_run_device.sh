@@ -56,6 +56,14 @@ try:
 except ValueError as e:
     print("C++ exceptions reach Python:", e)' 2>&1 | tail -4
 echo "exception probe rc ${PIPESTATUS[0]}"
+# Which C++ runtime and unwinder the module is linked to and which the
+# process maps: two of them in one process is one way an exception can kill
+# it (the build's compiler is /opt/gcc's; the image's Python has its own).
+ldd "$PATCHED"/mlx/core*.so | grep -E 'libstdc|libgcc_s' | sed 's/^\s*/module links: /'
+PYTHONPATH=$PATCHED python3 -c '
+import mlx.core
+maps = {l.split()[-1] for l in open("/proc/self/maps") if "libstdc++" in l or "libgcc_s" in l}
+print("process maps:", " ".join(sorted(maps)))'
 # The same under pytest: in the run of 2026-12-01 the probe above passed on
 # both builds while test_throw and the mxfp4 tests crashed their pytest-xdist
 # workers. With and without the plugins of the image's Python (PyTorch's
