@@ -363,12 +363,11 @@ BENCHMARKS = Path("docs/benchmarks.md")
 BEHAVIOUR = Path("docs/upstream-behaviour.md")
 
 
-def _regions(project: Project, doc: Path, paths: set[str]) -> list[str] | None:
-    """The regions of `doc` (relative to the project) for the PR's `paths`;
-    None when it has no markers. Unbalanced markers are a ConfigError naming
-    the line."""
-    where = project.display(project.root / doc)
-    lines = (project.root / doc).read_text(encoding="utf-8").splitlines(keepends=True)
+def _regions(where: str, text: str, paths: set[str]) -> list[str] | None:
+    """The regions of `text` (the file `where`) for the PR's `paths`; None
+    when it has no markers. Unbalanced markers are a ConfigError naming the
+    line."""
+    lines = text.splitlines(keepends=True)
     regions: list[str] = []
     marked = False
     start: int | None = None
@@ -405,8 +404,8 @@ def pr_benchmarks(project: Project, paths: set[str]) -> str:
     bench = project.root / BENCHMARKS
     if not bench.is_file():
         return f"({BENCHMARKS} not found: MLX asks for main-vs-PR numbers and the script that made them)"
-    regions = _regions(project, BENCHMARKS, paths)
     text = bench.read_text(encoding="utf-8")
+    regions = _regions(project.display(bench), text, paths)
     if regions is None:
         return _demote(text).strip()
     if not regions:
@@ -420,9 +419,10 @@ def pr_benchmarks(project: Project, paths: set[str]) -> str:
 def behaviour_section(project: Project, paths: set[str]) -> list[str]:
     """PR.md lines on what changes for models: the regions of
     docs/upstream-behaviour.md for the PR's `paths` (none: no section)."""
-    if not (project.root / BEHAVIOUR).is_file():
+    doc = project.root / BEHAVIOUR
+    if not doc.is_file():
         return []
-    regions = _regions(project, BEHAVIOUR, paths) or []
+    regions = _regions(project.display(doc), doc.read_text(encoding="utf-8"), paths) or []
     if not regions:
         return []
     return ["## What changes for models", "", *[ln for r in regions for ln in (r.strip("\n"), "")]]
@@ -434,9 +434,10 @@ def why_section(project: Project, paths: set[str]) -> list[str]:
     decision = project.root / DECISION
     if not decision.is_file():
         return [f"Decision record `{DECISION}` not written yet.", ""]
-    regions = _regions(project, DECISION, paths)
+    text = decision.read_text(encoding="utf-8")
+    regions = _regions(project.display(decision), text, paths)
     if regions is None:
-        regions = [p for p in decision.read_text(encoding="utf-8").split("\n\n")
+        regions = [p for p in text.split("\n\n")
                    if p.strip() and not p.lstrip().startswith("#")][:1]
     out = [f"Decision record: `{DECISION}` in the mlx-overlay project.", ""]
     for region in regions:
