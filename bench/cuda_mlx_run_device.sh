@@ -62,6 +62,7 @@ echo "exception probe rc ${PIPESTATUS[0]}"
 ldd "$PATCHED"/mlx/core*.so | grep -E 'libstdc|libgcc_s' | sed 's/^\s*/module links: /'
 PYTHONPATH=$PATCHED python3 -c '
 import mlx.core
+import numpy  # as test_quantized.py does, through mlx_tests
 maps = {l.split()[-1] for l in open("/proc/self/maps") if "libstdc++" in l or "libgcc_s" in l}
 print("process maps:", " ".join(sorted(maps)))'
 # The same under pytest: in the run of 2026-12-01 the probe above passed on
@@ -77,6 +78,14 @@ import pytest
 def test_exception_reaches_python():
     with pytest.raises(ValueError):
         mx.quantize(mx.ones((4, 32)), bits=3, mode="mxfp4")
+
+
+def test_exception_with_numpy_arrays():  # test_quantized.py imports numpy (mlx_tests)
+    import numpy as np
+
+    x = mx.array(np.ones((4, 32), dtype=np.float32))
+    with pytest.raises(ValueError):
+        mx.quantize(x, bits=3, mode="mxfp4")
 
 
 def test_exception_after_gpu_work():  # test_mxfp4_quantize_dequantize's first check
