@@ -38,10 +38,10 @@ PYTHONPATH=$PATCHED python3 -c 'import mlx.core as mx; print("mlx", mx.__version
 # (bench/cuda_mlx_tolerance.py), test_qmm's only where the queue routes
 # (--max-m 16: its M = 8 subtests; the others compile stock's matrix kernels
 # at run time, about 5 s each). TOLERANCE_SUITE=qmm or qmv_wide runs one of
-# them (on the H200: 75 s and 370 s).
+# them (on the H200: 75 s and 370 s). Report: cuda_qmv_report.py --tolerance OUT.
 if [ -n "${TOLERANCE:-}" ]; then
   PYTHONPATH=$PATCHED timeout "${TOLERANCE_LIMIT:-150}" python3 bench/cuda_mlx_tolerance.py \
-    --out "$OUT/tolerance.csv" --max-m 16 --suite "${TOLERANCE_SUITE:-all}" >"$OUT/tolerance.txt" 2>&1
+    --out "$OUT/patched-tolerance.csv" --max-m 16 --suite "${TOLERANCE_SUITE:-all}" >"$OUT/tolerance.txt" 2>&1
   echo "tolerance rc $?: $(grep -E '^(qmm|qmv_wide):' "$OUT/tolerance.txt" | tr '\n' ' ')"
 fi
 
