@@ -175,14 +175,19 @@ def main() -> int:
             print(f"run {runs}: crashed in {in_flight} (rc {rc})", flush=True)
         todo = [t for t in todo if t not in done]
         if rc is not None and in_flight is None:
-            break  # pytest ended on its own: whatever is left it did not run
+            # pytest ended on its own: whatever is left it did not run
+            if todo:
+                print(f"run {runs}: pytest ended (rc {rc}) without running {len(todo)} test(s); "
+                      f"see {args.out.with_suffix(f'.run{runs}.txt')}", flush=True)
+            break
     with open(args.out, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["nodeid", "outcome", "subtests_passed", "subtests_failed", "seconds", "detail"])
         for nodeid, o in done.items():
             w.writerow(o.row(nodeid))
+        why = "time limit" if time.monotonic() >= deadline else "pytest ended before it"
         for nodeid in todo:
-            w.writerow([nodeid, "not run", 0, 0, "", "time limit" if time.monotonic() >= deadline else ""])
+            w.writerow([nodeid, "not run", 0, 0, "", why])
     counts: dict[str, int] = {}
     for o in done.values():
         counts[o.outcome] = counts.get(o.outcome, 0) + 1

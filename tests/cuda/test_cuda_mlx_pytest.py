@@ -106,3 +106,21 @@ def test_the_time_limit_leaves_the_rest_not_run(tmp_path: Path) -> None:
 def test_nothing_collected_is_an_error(tmp_path: Path) -> None:
     r = run(tmp_path, "--out", str(tmp_path / "r.csv"), "--", "test_quantized.py", "-k", "no_such_test")
     assert r.returncode != 0 and "0 tests" in r.stderr
+
+
+def test_a_run_that_ends_early_is_reported(tmp_path: Path) -> None:
+    """pytest stopping by itself between tests (played by a conftest that ends
+    the session after the first) leaves the rest `not run`, named with the
+    run's output."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text("import pytest\n\ndef pytest_runtest_logfinish(nodeid, location):\n"
+                                       "    pytest.exit('stop here', 3)\n")
+    (tests / "test_x.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    out = tmp_path / "r.csv"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--", "test_x.py"],
+                       cwd=tests, capture_output=True, text=True)
+    assert r.returncode == 1
+    assert f"run 1: pytest ended (rc 3) without running 1 test(s); see {out.with_suffix('.run1.txt')}" in r.stdout
+    got = {name: (row["outcome"], row["detail"]) for name, row in rows(out).items()}
+    assert got == {"test_a": ("passed", ""), "test_b": ("not run", "pytest ended before it")}
