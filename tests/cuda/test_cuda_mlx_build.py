@@ -235,16 +235,19 @@ def test_tolerance_script_reports_a_nudged_product(tmp_path: Path, mlx_python: s
 def test_tolerance_script_turns_tf32_off_as_mlx_s_tests_do(tmp_path: Path, mlx_python: str,
                                                           pinned_checkout: Path) -> None:
     """MLX's test harness (python/tests/mlx_tests.py) sets MLX_ENABLE_TF32=0,
-    so that the float32 references run in float32 on cuBLAS; the script sets
-    it the same way, whatever the caller's environment says. Without it the
+    so that the float32 references run in float32 on cuBLAS, and turns the
+    CUDA caches' thrashing check off; the script sets both the same way,
+    whatever the caller's environment says. Without it the
     H200 run of 2026-12-02 failed 1041 of test_qmv_wide's 1188 subtests on
     the reference's rounding alone."""
-    assert 'os.environ["MLX_ENABLE_TF32"] = "0"' in (pinned_checkout / "python/tests/mlx_tests.py").read_text()
+    harness = (pinned_checkout / "python/tests/mlx_tests.py").read_text()
+    names = ("MLX_ENABLE_TF32", "MLX_ENABLE_CACHE_THRASHING_CHECK")
+    assert all(f'os.environ["{name}"] = "0"' in harness for name in names)
     stdout, rows = run_tolerance_with(
         "import os\n"
         "def replaced(x, *args, **kwargs):\n"
-        "    assert os.environ['MLX_ENABLE_TF32'] == '0', os.environ['MLX_ENABLE_TF32']\n"
-        "    return plain(x, *args, **kwargs)", tmp_path, mlx_python, env={"MLX_ENABLE_TF32": "1"})
+        f"    assert [os.environ[n] for n in {names}] == ['0', '0'], os.environ\n"
+        "    return plain(x, *args, **kwargs)", tmp_path, mlx_python, env=dict.fromkeys(names, "1"))
     assert "qmm: 2 subtests, 0 over tolerance" in stdout and len(rows) == 2
 
 
