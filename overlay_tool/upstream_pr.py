@@ -361,6 +361,10 @@ _PR_BEGIN = re.compile(r"<!-- upstream-pr(?:: (\S.*?))? -->")
 BENCHMARKS = Path("docs/benchmarks.md")
 #: What the upstream patches change for models, in regions by path.
 BEHAVIOUR = Path("docs/upstream-behaviour.md")
+#: Where the upstream patches' tests ran besides CI's CPU (a GPU the project
+#: borrowed, MLX built whole), in regions by path: MLX's CI has the GPUs, and
+#: a reviewer asks whether the tests passed on one.
+TESTS_RUN = Path("docs/upstream-tests.md")
 
 
 def _regions(where: str, text: str, paths: set[str]) -> list[str] | None:
@@ -416,16 +420,27 @@ def pr_benchmarks(project: Project, paths: set[str]) -> str:
             f"the mlx-overlay project ({len(text.splitlines())} lines, not quoted here).")
 
 
+def _doc_regions(project: Project, doc: Path, paths: set[str]) -> list[str]:
+    """PR.md lines: the regions of `doc` for the PR's `paths`, each followed
+    by a blank line (none where the file or a region for them is missing)."""
+    path = project.root / doc
+    if not path.is_file():
+        return []
+    regions = _regions(project.display(path), path.read_text(encoding="utf-8"), paths) or []
+    return [ln for r in regions for ln in (r.strip("\n"), "")]
+
+
 def behaviour_section(project: Project, paths: set[str]) -> list[str]:
     """PR.md lines on what changes for models: the regions of
     docs/upstream-behaviour.md for the PR's `paths` (none: no section)."""
-    doc = project.root / BEHAVIOUR
-    if not doc.is_file():
-        return []
-    regions = _regions(project.display(doc), doc.read_text(encoding="utf-8"), paths) or []
-    if not regions:
-        return []
-    return ["## What changes for models", "", *[ln for r in regions for ln in (r.strip("\n"), "")]]
+    lines = _doc_regions(project, BEHAVIOUR, paths)
+    return ["## What changes for models", "", *lines] if lines else []
+
+
+def tests_run_lines(project: Project, paths: set[str]) -> list[str]:
+    """PR.md lines, under "## Tests", on where the tests ran besides the
+    CPU: the regions of docs/upstream-tests.md for the PR's `paths`."""
+    return _doc_regions(project, TESTS_RUN, paths)
 
 
 def why_section(project: Project, paths: set[str]) -> list[str]:
@@ -447,7 +462,7 @@ def why_section(project: Project, paths: set[str]) -> list[str]:
 
 def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, checked: list[str],
              problems: list[FormatProblem], versions: dict[str, str], parity: Path | None, benchmarks: str,
-             behaviour: list[str], why: list[str]) -> str:
+             behaviour: list[str], tests_run: list[str], why: list[str]) -> str:
     title = patches[0].subject if len(patches) == 1 else f"{patches[0].subject} (+{len(patches) - 1} more)"
     out = [f"# {title}", "",
            "<!-- Drafted by `mlx-overlay upstream-pr` from the patches' messages. MLX asks that PR descriptions "
@@ -461,7 +476,7 @@ def draft_pr(project: Project, patches: list[PatchFile], ref: str, onto: str, ch
     out += ["## Tests", ""]
     out += ([f"- `{t}` (new or changed)" for t in dict.fromkeys(tests)]
             or ["- (no test files in these patches: MLX asks for tests that fail on main)"])
-    out += ["", parity_section(project, parity), "## Benchmarks", "", benchmarks, ""]
+    out += ["", *tests_run, parity_section(project, parity), "## Benchmarks", "", benchmarks, ""]
     out += ["## Formatting", ""]
     tools = ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
     if problems:
@@ -543,6 +558,7 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
     # Before anything is written: the documents' markers may be at fault.
     benchmarks = pr_benchmarks(project, paths)
     behaviour = behaviour_section(project, paths)
+    tests_run = tests_run_lines(project, paths)
     why = why_section(project, paths)
     ref = onto_ref or f"origin/{pin.branch}"
     upstream, onto = resolve_ref(project, ref, log=log)
@@ -598,7 +614,7 @@ def upstream_pr(project: Project, onto_ref: str | None = None, out: Path | None 
             files.append(target / gen.name)
     patches = [PatchFile.read(f) for f in files]
     (target / "PR.md").write_text(draft_pr(project, patches, ref, onto, checked, fmt_problems, versions, parity,
-                                           benchmarks, behaviour, why),
+                                           benchmarks, behaviour, tests_run, why),
                                   encoding="utf-8")
     log(f"wrote {project.display(target)}: {len(files)} patch(es) and PR.md")
     log(f"branch {BRANCH} in {shown} at {repo.git('rev-parse', '--short=12', 'HEAD')} (not pushed; to open the PR: "

@@ -385,3 +385,42 @@ def test_why_upstream_quotes_the_decision_s_marked_summary() -> None:
     assert why.startswith("Decision record: `docs/decisions/0001-upstream-or-overlay.md`")
     assert "\n> Summary: the order-preserving streamed quantized mat-vec kernel" in why
     assert "Status:" not in why and "seed 000" not in why and "<!--" not in why
+
+
+def test_where_the_tests_ran_follows_the_paths_the_pr_changes(mlx_like: Toy) -> None:
+    """docs/upstream-tests.md: what ran on a GPU, quoted under "## Tests"
+    between the list of test files and the CPU parity summary, for the
+    paths the PR changes only; a file with an unclosed region stops the
+    command."""
+    queue(mlx_like, "\nint thrice(int x) { return 3 * x; }\n", "\n\ndef thrice(x):\n    return 3 * x\n")
+    doc = mlx_like.project.root / "docs" / "upstream-tests.md"
+    doc.write_text("# Where\n\n<!-- upstream-pr: mlx/k.cpp -->\nRan on a GPU: passed.\n<!-- /upstream-pr -->\n\n"
+                   "<!-- upstream-pr: mlx/backend/metal/ -->\nNo Apple GPU.\n<!-- /upstream-pr -->\n")
+    root = str(mlx_like.project.root)
+    assert main(["--project", root, "upstream-pr", "--onto", "main"]) == 0
+    pr = (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").read_text()
+    assert ("## Tests\n\n- `python/tests/test_k.py` (new or changed)\n\nRan on a GPU: passed.\n\nParity tests: "
+            in pr) and "No Apple GPU" not in pr
+    assert main(["--project", root, "upstream-pr", "--onto", "main", "--only", "0003"]) == 0
+    pr = (mlx_like.project.root / "dist" / "upstream-pr" / "PR.md").read_text()
+    assert "## Tests\n\n- `python/tests/test_k.py` (new or changed)\n\nParity tests: " in pr and "Ran on" not in pr
+    doc.write_text("<!-- upstream-pr: mlx/k.cpp -->\nopen\n")
+    assert main(["--project", root, "upstream-pr", "--onto", "main"]) == 2
+
+
+def test_the_project_s_own_prs_say_where_their_tests_ran() -> None:
+    """The CUDA PR names the H200 runs, the Metal PR says no Apple GPU ran
+    its tests and what checked the kernels instead."""
+    from overlay_tool.patchfile import PatchFile
+
+    root = Path(__file__).resolve().parent.parent
+    project = Project.discover(root)
+
+    def paths(glob: str) -> set[str]:
+        return {f.path for p in sorted((root / "patches").glob(glob)) for f in PatchFile.read(p).files}
+
+    cuda = "\n".join(upstream_pr_mod.tests_run_lines(project, paths("0009-*") | paths("0010-*")))
+    assert cuda.startswith("On an NVIDIA H200") and "`test_cuda_qmv_rows_match_single_vector` passed" in cuda
+    assert "No Apple GPU" not in cuda and "<!--" not in cuda
+    metal = "\n".join(upstream_pr_mod.tests_run_lines(project, paths("000[2-7]-*")))
+    assert metal.startswith("No Apple GPU has run these tests.") and "H200" not in metal
