@@ -148,9 +148,10 @@ def main() -> int:
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent),
                                                         os.environ.get("PYTHONPATH")]))}
-    todo = collect(["--rootdir=.", *args.pytest_args], env)
+    todo = collect(["-p", "no:cacheprovider", "--rootdir=.", *args.pytest_args], env)
     print(f"{len(todo)} tests", flush=True)
     done: dict[str, Outcome] = {}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     log = args.out.with_suffix(".log.jsonl")
     log.unlink(missing_ok=True)
     runs = 0

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "cuda_mlx_pytest.py"
 
@@ -124,3 +126,26 @@ def test_a_run_that_ends_early_is_reported(tmp_path: Path) -> None:
     assert f"run 1: pytest ended (rc 3) without running 1 test(s); see {out.with_suffix('.run1.txt')}" in r.stdout
     got = {name: (row["outcome"], row["detail"]) for name, row in rows(out).items()}
     assert got == {"test_a": ("passed", ""), "test_b": ("not run", "pytest ended before it")}
+
+
+@pytest.mark.integration
+def test_mlx_s_own_tests_through_the_driver(tmp_path: Path, mlx_python: str, pinned_checkout: Path) -> None:
+    """In MLX's tests folder (whose rootdir pytest would otherwise put at
+    MLX's root, beside its pyproject.toml, so that `--deselect
+    test_quantized.py::...` matched nothing on the H200), with the wheel's
+    python: node ids, unittest subtests and the deselection as on the
+    device."""
+    out = tmp_path / "r.csv"
+    r = subprocess.run([mlx_python, str(SCRIPT), "--out", str(out), "--", "test_quantized.py", "-k",
+                        "test_qmv_small_non_multiples or test_throw or test_qmv_wide",
+                        "--deselect", "test_quantized.py::TestQuantized::test_qmv_wide"],
+                       cwd=pinned_checkout / "python" / "tests", capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = {name: (row["outcome"], int(row["subtests_passed"])) for name, row in rows(out).items()}
+    assert got == {"test_qmv_small_non_multiples": ("passed", 12), "test_throw": ("passed", 0)}
+    assert not (pinned_checkout / "python" / "tests" / ".pytest_cache").exists()
+    # Control: pytest's own rootdir there, and the same --deselect misses.
+    plain = subprocess.run([mlx_python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                            "test_quantized.py", "--deselect", "test_quantized.py::TestQuantized::test_throw"],
+                           cwd=pinned_checkout / "python" / "tests", capture_output=True, text=True)
+    assert "python/tests/test_quantized.py::TestQuantized::test_throw" in plain.stdout.splitlines()
