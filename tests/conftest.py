@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +30,7 @@ from overlay_tool.apply import apply_queue
 from overlay_tool.cache import ensure_commit
 from overlay_tool.errors import UpstreamUnreachable
 from overlay_tool.git import Repo
-from overlay_tool.project import Project
+from overlay_tool.project import Project, cache_root
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,6 +42,44 @@ IDENTITY = {
     "GIT_AUTHOR_DATE": "2026-01-02T03:04:05+00:00",
     "GIT_COMMITTER_DATE": "2026-01-02T03:04:05+00:00",
 }
+
+
+_USER_CACHE = pytest.StashKey[dict[Path, bytes]]()
+
+
+def _cache_files() -> dict[Path, bytes]:
+    """The files of the user's cache that a fetch or a change of its origin
+    writes."""
+    cache = cache_root() / "upstream.git"
+    return {f: f.read_bytes() if f.exists() else b"" for f in (cache / "config", cache / "FETCH_HEAD")}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Read the user's own cache before any test changes the environment."""
+    session.config.stash[_USER_CACHE] = _cache_files()
+
+
+def throwaway_traces(before: bytes, after: bytes, temp: str) -> list[str]:
+    """The lines of a cache file (its config, its FETCH_HEAD) that name a
+    repository under `temp` and were not there before the run. Unit tests
+    must stay in their private cache: a test in the user's cache sets its
+    origin to the toy upstream and fetches the toy's branches over the real
+    ones, and `mlx-overlay drift` and `status` then report nonsense
+    (2026-12-02: two rebase tests' monkeypatch.undo() had dropped git_env's
+    settings halfway)."""
+    old = set(before.decode(errors="replace").splitlines())
+    return [ln.strip() for ln in after.decode(errors="replace").splitlines()
+            if ln not in old and re.search(rf"(^|[\s=]){re.escape(temp)}/", ln)]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash[_USER_CACHE]
+    for path, after in _cache_files().items():
+        traces = throwaway_traces(before.get(path, b""), after, tempfile.gettempdir())
+        if traces:
+            sys.stderr.write(f"\nERROR: a test wrote a throwaway repository into the user's cache: {path}: "
+                             f"{traces[0]}\n")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def sh_git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:

@@ -280,10 +280,13 @@ def test_killed_right_after_git_stopped_on_the_conflict(toy_queue: Toy, monkeypa
     def dies(*args: object, **kw: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Rebaser, "_report_stop", dies)
-    with pytest.raises(KeyboardInterrupt):
-        rebaser(toy_queue, []).start("main")
-    monkeypatch.undo()
+    # monkeypatch.context(), not monkeypatch.undo(): undo() would also drop
+    # git_env's settings (the private cache, the isolated git config), and
+    # the rest of the test would fetch into the user's real cache.
+    with monkeypatch.context() as patch:
+        patch.setattr(Rebaser, "_report_stop", dies)
+        with pytest.raises(KeyboardInterrupt):
+            rebaser(toy_queue, []).start("main")
     assert Rebase.load(toy_queue.project).phase in ("picking", "stopped")  # type: ignore[union-attr]
     lines: list[str] = []
     with pytest.raises(QueueDoesNotApply, match=A1):  # --continue shows the conflict it never reported
@@ -364,13 +367,32 @@ def test_killed_after_the_real_pick_committed_adopts_that_commit(toy_queue: Toy,
         real(self, repo, item)  # type: ignore[arg-type]
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Rebaser, "_commit_pick", commit_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        rebaser(toy_queue, []).start("main")  # rerere resolves 0001; killed right after its commit
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:  # not undo(): see test_killed_right_after_git_stopped_on_the_conflict
+        patch.setattr(Rebaser, "_commit_pick", commit_then_die)
+        with pytest.raises(KeyboardInterrupt):
+            rebaser(toy_queue, []).start("main")  # rerere resolves 0001; killed right after its commit
     assert Rebase.load(toy_queue.project).phase == "picking"  # type: ignore[union-attr]
     lines: list[str] = []
     rebaser(toy_queue, lines).continue_()
     assert rows_of(lines) == {A1: "3-way", B2: "clean"}
     assert any("committed before the interruption" in line for line in lines)
     assert b" line ten (upstream)\n+added to a\n" in (toy_queue.project.patches_dir / A1).read_bytes()
+
+
+def test_a_throwaway_repository_in_the_user_s_cache_is_caught() -> None:
+    """The guard of tests/conftest.py (pytest_sessionfinish) against tests
+    that leave their private cache: the cache's config or FETCH_HEAD naming a
+    repository under the temporary folder, as the rebase tests'
+    monkeypatch.undo() once caused."""
+    from conftest import throwaway_traces
+
+    toy = "/tmp/pytest-of-root/pytest-73/test_killed_after_the_real_pic0/upstream"
+    config = b'[remote "origin"]\n\turl = https://github.com/ml-explore/mlx.git\n'
+    assert throwaway_traces(config, config.replace(b"https://github.com/ml-explore/mlx.git", toy.encode()),
+                            "/tmp") == [f"url = {toy}"]
+    fetched = f"30c9999d070d9cf639876759947b22a867ef7516\t\tbranch 'main' of {toy}\n".encode()
+    assert throwaway_traces(b"", fetched, "/tmp") == [fetched.decode().strip()]
+    assert throwaway_traces(fetched, fetched, "/tmp") == []  # there before the run: not this run's doing
+    mirror = b"846d176227a0ac13d2667e58d2bb68b322109ab0\t\tbranch 'main' of /work/.mirror/ml-explore+mlx/repo\n"
+    assert throwaway_traces(b"", mirror, "/tmp") == []
+    assert throwaway_traces(b"", b"\turl = /tmpfs/mirror\n", "/tmp") == []
