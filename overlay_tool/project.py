@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,8 @@ from overlay_tool.pin import Pin
 from overlay_tool.series import Series
 
 PIN_FILE = "pin.toml"
+#: The upstream of most projects: its cache keeps the name it has always had.
+MLX_URLS = ("https://github.com/ml-explore/mlx.git", "https://github.com/ml-explore/mlx")
 
 
 def cache_root() -> Path:
@@ -73,8 +76,12 @@ class Project:
 
     @property
     def cache_dir(self) -> Path:
-        """A bare clone of upstream shared by every project of this user."""
-        return cache_root() / "upstream.git"
+        """A bare clone of the pinned upstream, shared by this user's projects
+        that pin the same URL. One per URL: the cache's origin follows
+        pin.toml and a fetch prunes the branches origin no longer has, so a
+        project pinned to a fork would otherwise move the branches that
+        another project's drift and status read."""
+        return cache_root() / cache_name(self.pin.url)
 
     def display(self, path: Path) -> str:
         """``path`` relative to the project root when inside it (for messages)."""
@@ -82,3 +89,10 @@ class Project:
             return str(path.relative_to(self.root))
         except ValueError:
             return str(path)
+
+
+def cache_name(url: str) -> str:
+    """The folder of ``url``'s cache under cache_root()."""
+    if url.rstrip("/") in MLX_URLS:
+        return "upstream.git"
+    return f"upstream-{hashlib.sha256(url.encode()).hexdigest()[:12]}.git"

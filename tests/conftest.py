@@ -48,10 +48,10 @@ _USER_CACHE = pytest.StashKey[dict[Path, bytes]]()
 
 
 def _cache_files() -> dict[Path, bytes]:
-    """The files of the user's cache that a fetch or a change of its origin
-    writes."""
-    cache = cache_root() / "upstream.git"
-    return {f: f.read_bytes() if f.exists() else b"" for f in (cache / "config", cache / "FETCH_HEAD")}
+    """The files of the user's caches (one per upstream URL) that a fetch or
+    a change of origin writes."""
+    return {f: f.read_bytes() for cache in cache_root().glob("upstream*.git")
+            for f in (cache / "config", cache / "FETCH_HEAD") if f.is_file()}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -74,7 +74,7 @@ def throwaway_traces(before: bytes, after: bytes, temp: str) -> list[str]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     before = session.config.stash[_USER_CACHE]
-    for path, after in _cache_files().items():
+    for path, after in _cache_files().items():  # a cache made by the run: every line is new
         traces = throwaway_traces(before.get(path, b""), after, tempfile.gettempdir())
         if traces:
             sys.stderr.write(f"\nERROR: a test wrote a throwaway repository into the user's cache: {path}: "
