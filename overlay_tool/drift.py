@@ -100,8 +100,9 @@ def check_drift(project: Project, against: str | None = None, *, fetch: bool = F
         json_path.write_text(json.dumps(to_json(project, drift), indent=1) + "\n", encoding="utf-8")
     if not drift.applies:
         bad = [r for r in drift.rows if r.result not in APPLIED]
+        more = f" (and {len(bad) - 1} more: the table above)" if len(bad) > 1 else ""
         raise QueueDoesNotApply(
             f"{len(bad)} patch(es) would not apply to {drift.ref} ({drift.target[:12]}): "
-            + "; ".join(f"{r.name}: {r.detail or r.result}" for r in bad),
+            f"{bad[0].name}: {bad[0].detail or bad[0].result}{more}",
             hint=f"mlx-overlay rebase --to {drift.target} resolves them one by one")
     return drift

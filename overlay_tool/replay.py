@@ -149,7 +149,10 @@ def classify(repo: Repo, onto: str, item: Item, old_base: str, new_base: str) ->
     exact, _ = repo.apply_to_tree(tree, item.patch, check=True)
     clean, merged, files, messages = repo.merge_pick(item.commit, onto)
     if not clean:
-        conflicts = [line for line in messages.splitlines() if line.startswith("CONFLICT")]
+        # git's modify/delete lines repeat, with three commit ids, what
+        # `notes` already says of a missing path.
+        conflicts = [line for line in messages.splitlines() if line.startswith("CONFLICT")
+                     and not any(line.startswith(f"CONFLICT (modify/delete): {p} deleted in ") for p in missing)]
         deleted = [n for n in notes if " deleted upstream " in n]
         result = "deleted" if deleted else "conflict"
         detail = "; ".join(deleted or notes + conflicts[:3] or [f"conflict in {', '.join(files)}"])

@@ -50,3 +50,30 @@ def test_exit_codes(toy_queue: Toy, capsys: pytest.CaptureFixture[str]) -> None:
     assert "mlx-overlay: error: 1 patch(es) would not apply" in captured.err
     assert main(["-C", root, "drift", "--against", "nope"]) == 2
     assert not (toy_queue.project.root / "work" / "mlx" / ".git" / "rebase-merge").exists()
+
+
+def test_a_ref_without_the_patched_files_is_one_clear_line(toy_queue: Toy,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Against an unrelated history (here an orphan branch with none of the
+    patched files, as a toy repository once fetched into the real cache
+    looked): each row says which file is missing, without git's
+    modify/delete lines and their commit ids, and the error names the first
+    patch and how many more."""
+    from conftest import commit_all, sh_git
+
+    up = toy_queue.upstream
+    sh_git(up, "checkout", "-q", "--orphan", "other")
+    sh_git(up, "rm", "-q", "-r", "--cached", ".")
+    for f in ("src/a.txt", "src/b.txt"):
+        (up / f).unlink()
+    commit_all(up, "unrelated")
+    sh_git(up, "checkout", "-q", "-f", "main")
+    assert main(["-C", str(toy_queue.project.root), "drift", "--against", "other"]) == 5
+    captured = capsys.readouterr()
+    rows = {line.split()[0]: line for line in captured.out.splitlines() if line.startswith("  000")}
+    assert rows[A1].split(None, 3)[3] == "src/a.txt is missing upstream"
+    assert rows[B2].split(None, 3)[3] == "src/b.txt is missing upstream"
+    error = [line for line in captured.err.splitlines() if line.startswith("mlx-overlay: error:")]
+    assert len(error) == 1 and error[0].endswith(
+        f"2 patch(es) would not apply to other ({sh_git(up, 'rev-parse', 'other')[:12]}): "
+        f"{A1}: src/a.txt is missing upstream (and 1 more: the table above)")
