@@ -25,7 +25,15 @@ outcome: passed, failed, skipped, error (setup or teardown), crashed (the
 process died in it; detail: the exit status) or not run (the time limit came
 first). A test that crashes is not run again.
 
-Usage: python3 cuda_mlx_pytest.py --out OUT.csv [--limit SECONDS] -- PYTEST_ARGS...
+A device call lasts at most 10 minutes, and on a fresh machine the file
+takes longer than that (the H200 run of 2026-12-02, session 18: every stock
+matrix kernel compiled at run time on first use, test_fp_qvm alone 144 s, and
+the call ended in the eighth of 32 tests). --resume PREV.csv carries the
+outcomes of an earlier call on to OUT and runs only the tests PREV has as
+`not run` (or does not name), so that calls in a row on a warm machine get
+through the file.
+
+Usage: python3 cuda_mlx_pytest.py --out OUT.csv [--limit SECONDS] [--resume PREV.csv] -- PYTEST_ARGS...
     (run in the tests folder; PYTEST_ARGS select the tests, e.g.
     test_quantized.py --deselect test_quantized.py::TestQuantized::test_qmm)
 """
@@ -42,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 LOG_ENV = "CUDA_MLX_PYTEST_LOG"
+COLUMNS = ["nodeid", "outcome", "subtests_passed", "subtests_failed", "seconds", "detail"]
 
 
 # -- the plugin: runs inside pytest (-p cuda_mlx_pytest) -----------------------
@@ -127,6 +136,20 @@ def _verdict(o: Outcome) -> str:
     return "passed"
 
 
+def earlier_outcomes(path: Path) -> dict[str, list[str]]:
+    """The rows of an earlier call's OUT that have an outcome (all but `not
+    run`), by node id."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.reader(f)
+            if next(reader, None) != COLUMNS:
+                raise SystemExit(f"{path}: not a cuda_mlx_pytest.py result (its first line is not "
+                                 f"{','.join(COLUMNS)})")
+            return {row[0]: row for row in reader if row[1] != "not run"}
+    except OSError as e:
+        raise SystemExit(f"{path}: cannot read the earlier outcomes: {e.strerror}") from None
+
+
 def collect(pytest_args: list[str], env: dict[str, str]) -> list[str]:
     run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *pytest_args],
                          capture_output=True, text=True, env=env)
@@ -141,15 +164,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--limit", type=float, default=540.0, help="seconds for all of it")
+    ap.add_argument("--resume", type=Path, metavar="PREV.csv",
+                    help="keep the outcomes of an earlier call and run only the tests it did not")
     ap.add_argument("pytest_args", nargs="+")
     args = ap.parse_args()
     deadline = time.monotonic() + args.limit
+    earlier = earlier_outcomes(args.resume) if args.resume else {}
     base = ["-p", "no:cacheprovider", "--rootdir=.", "-p", "cuda_mlx_pytest"]
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent),
                                                         os.environ.get("PYTHONPATH")]))}
     todo = collect(["-p", "no:cacheprovider", "--rootdir=.", *args.pytest_args], env)
-    print(f"{len(todo)} tests", flush=True)
+    carried = {nodeid: row for nodeid, row in earlier.items() if nodeid in todo}
+    todo = [t for t in todo if t not in carried]
+    print(f"{len(todo) + len(carried)} tests" + (f", {len(carried)} with an outcome from {args.resume}"
+                                                  if args.resume else ""), flush=True)
     done: dict[str, Outcome] = {}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     log = args.out.with_suffix(".log.jsonl")
@@ -183,15 +212,16 @@ def main() -> int:
             break
     with open(args.out, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["nodeid", "outcome", "subtests_passed", "subtests_failed", "seconds", "detail"])
+        w.writerow(COLUMNS)
+        w.writerows(carried.values())
         for nodeid, o in done.items():
             w.writerow(o.row(nodeid))
         why = "time limit" if time.monotonic() >= deadline else "pytest ended before it"
         for nodeid in todo:
             w.writerow([nodeid, "not run", 0, 0, "", why])
     counts: dict[str, int] = {}
-    for o in done.values():
-        counts[o.outcome] = counts.get(o.outcome, 0) + 1
+    for outcome in [row[1] for row in carried.values()] + [o.outcome for o in done.values()]:
+        counts[outcome] = counts.get(outcome, 0) + 1
     if todo:
         counts["not run"] = len(todo)
     print(f"{sum(counts.values())} tests in {runs} pytest run(s): "

@@ -14,6 +14,10 @@
 # The full test file takes several minutes and the benches as many again:
 # in a device call of 10 minutes, run them in two calls (SKIP_TESTS=1 or
 # SKIP_BENCH=1). TOLERANCE=1 adds MLX's tolerance loops (below).
+# RESUME=DIR (an earlier call's OUT on the same warm machine) carries that
+# call's test outcomes and tolerance rows on and runs only what it did not:
+# on a fresh machine the file and the loops take more than one call (session
+# 18: stock's matrix kernels are compiled at run time on first use).
 # Usage: bench/cuda_mlx_run_device.sh WORK OUT STOCK_TAR [--quick]
 #   WORK: the build's work folder; STOCK_TAR: the stock wheels unpacked
 #   (mlx-sm90.tar.xz, made by bench/cuda_stock_wheels.py).
@@ -40,8 +44,11 @@ PYTHONPATH=$PATCHED python3 -c 'import mlx.core as mx; print("mlx", mx.__version
 # at run time, about 5 s each). TOLERANCE_SUITE=qmm or qmv_wide runs one of
 # them (on the H200: 75 s and 370 s). Report: cuda_qmv_report.py --tolerance OUT.
 if [ -n "${TOLERANCE:-}" ]; then
+  resume=()
+  [ -n "${RESUME:-}" ] && [ -f "$RESUME/patched-tolerance.csv" ] && resume=(--resume "$RESUME/patched-tolerance.csv")
   PYTHONPATH=$PATCHED timeout "${TOLERANCE_LIMIT:-150}" python3 bench/cuda_mlx_tolerance.py \
-    --out "$OUT/patched-tolerance.csv" --max-m 16 --suite "${TOLERANCE_SUITE:-all}" >"$OUT/tolerance.txt" 2>&1
+    --out "$OUT/patched-tolerance.csv" --max-m 16 --suite "${TOLERANCE_SUITE:-all}" "${resume[@]}" \
+    >"$OUT/tolerance.txt" 2>&1
   echo "tolerance rc $?: $(grep -E '^(qmm|qmv_wide):' "$OUT/tolerance.txt" | tr '\n' ' ')"
 fi
 
@@ -145,9 +152,11 @@ PY
 # (pytest arguments that select tests of test_quantized.py) and TEST_LIMIT
 # (seconds for all of them) choose fewer tests or more time.
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
+resume=()
+[ -n "${RESUME:-}" ] && [ -f "$RESUME/test_quantized.csv" ] && resume=(--resume "$RESUME/test_quantized.csv")
 # shellcheck disable=SC2086  # TESTS is a list of pytest arguments
 PYTHONPATH=$PATCHED python3 "$ROOT/bench/cuda_mlx_pytest.py" --out "$OUT/test_quantized.csv" \
-  --limit "${TEST_LIMIT:-540}" -- ${TESTS:-test_quantized.py} >"$OUT/test_quantized.txt" 2>&1
+  --limit "${TEST_LIMIT:-540}" "${resume[@]}" -- ${TESTS:-test_quantized.py} >"$OUT/test_quantized.txt" 2>&1
 echo "test_quantized.py rc $?: $(tail -1 "$OUT/test_quantized.txt")"
 grep -vE ',(passed|skipped),' "$OUT/test_quantized.csv" | cut -c1-240 | head -20
 MLX_QMV_WIDE=1 PYTHONPATH=$PATCHED timeout 120 python3 -m pytest -q -p no:cacheprovider -rs \

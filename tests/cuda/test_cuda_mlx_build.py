@@ -199,6 +199,47 @@ def test_tolerance_script_keeps_the_subtests_the_queue_routes(tmp_path: Path, ml
     assert len(rows) == 72 and {r.split(",")[4] for r in rows} == {"8"}
 
 
+def test_tolerance_script_resumes_where_an_earlier_run_stopped(tmp_path: Path, mlx_python: str) -> None:
+    """--resume: an earlier run's rows are kept as they are (one of them
+    edited to 'over tolerance', which a new measurement would not give) and
+    only the subtests after them are measured; the whole is what one run of
+    the same length writes (each subtest's operands come from the same keys).
+    A file of another loop (--max-m) is refused in one line."""
+    script = str(ROOT / "bench" / "cuda_mlx_tolerance.py")
+
+    def tolerance(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([mlx_python, script, "--out", str(out), "--suite", "qmv_wide", *args],
+                              capture_output=True, text=True)
+
+    first, second, whole = tmp_path / "first.csv", tmp_path / "second.csv", tmp_path / "whole.csv"
+    assert tolerance(first, "--limit", "3").returncode == 0
+    lines = first.read_text().splitlines()
+    fields = lines[2].split(",")
+    fields[lines[0].split(",").index("ok")] = "False"
+    lines[2] = ",".join(fields)
+    first.write_text("\n".join(lines) + "\n")
+    run = tolerance(second, "--limit", "5", "--resume", str(first))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "qmv_wide: 3 subtests kept from" in run.stdout and "1 of them over tolerance" in run.stdout
+    assert "qmv_wide: 2 subtests, 0 over tolerance" in run.stdout
+    assert tolerance(whole, "--limit", "5").returncode == 0
+    resumed, fresh = second.read_text().splitlines(), whole.read_text().splitlines()
+    assert resumed[:4] == lines[:4] and resumed[4:] == fresh[4:] and len(resumed) == 6
+    assert resumed[2] != fresh[2]  # the edited row was kept, not measured again
+
+    # test_qmm's first 8 subtests are M = 8; the next ones M = 32, which --max-m 16 leaves out.
+    wide = tmp_path / "wide.csv"
+    assert subprocess.run([mlx_python, script, "--out", str(wide), "--suite", "qmm", "--limit", "10"],
+                          capture_output=True, text=True).returncode == 0
+    run = subprocess.run([mlx_python, script, "--out", str(tmp_path / "r.csv"), "--suite", "qmm", "--max-m", "16",
+                          "--resume", str(wide)], capture_output=True, text=True)
+    assert run.returncode == 1 and run.stderr.count("\n") == 1
+    assert run.stderr.startswith(f"{wide}: its qmm rows are not this loop's") and "another --max-m?" in run.stderr
+    (tmp_path / "bad.csv").write_text("nodeid,outcome\n")
+    run = tolerance(tmp_path / "r.csv", "--resume", str(tmp_path / "bad.csv"))
+    assert run.returncode == 1 and "bad.csv: not a cuda_mlx_tolerance.py result" in run.stderr
+
+
 def run_tolerance_with(replacement: str, tmp_path: Path, mlx_python: str,
                        env: dict[str, str] | None = None) -> tuple[str, list[dict[str, str]]]:
     """bench/cuda_mlx_tolerance.py --suite qmm --limit 2 with

@@ -149,3 +149,42 @@ def test_mlx_s_own_tests_through_the_driver(tmp_path: Path, mlx_python: str, pin
                             "test_quantized.py", "--deselect", "test_quantized.py::TestQuantized::test_throw"],
                            cwd=pinned_checkout / "python" / "tests", capture_output=True, text=True)
     assert "python/tests/test_quantized.py::TestQuantized::test_throw" in plain.stdout.splitlines()
+
+
+def test_resume_keeps_an_earlier_call_s_outcomes_and_runs_the_rest(tmp_path: Path) -> None:
+    """A call cut by its time limit, then a second call with --resume: the
+    outcome of the first call's test is kept (that test now fails, so running
+    it again would show), and the tests it did not reach run. Control: the
+    second call without --resume runs every test."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_slow.py").write_text("import time\n\ndef test_quick():\n    pass\n\n"
+                                        "def test_slow():\n    time.sleep(60)\n\ndef test_after():\n    pass\n")
+    first = tmp_path / "first.csv"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(first), "--limit", "5", "--", "test_slow.py"],
+                       cwd=tests, capture_output=True, text=True)
+    assert rows(first)["test_quick"]["outcome"] == "passed" and rows(first)["test_slow"]["outcome"] == "not run"
+    (tests / "test_slow.py").write_text("def test_quick():\n    assert False\n\n"
+                                        "def test_slow():\n    pass\n\ndef test_after():\n    pass\n")
+    second = tmp_path / "second.csv"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(second), "--resume", str(first), "--",
+                        "test_slow.py"], cwd=tests, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"3 tests, 1 with an outcome from {first}" in r.stdout
+    assert r.stdout.splitlines()[-1] == "3 tests in 1 pytest run(s): 3 passed"
+    assert {name: row["outcome"] for name, row in rows(second).items()} == {
+        "test_quick": "passed", "test_slow": "passed", "test_after": "passed"}
+    assert rows(second)["test_quick"] == rows(first)["test_quick"]
+    control = tmp_path / "control.csv"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(control), "--", "test_slow.py"],
+                       cwd=tests, capture_output=True, text=True)
+    assert r.returncode == 1 and rows(control)["test_quick"]["outcome"] == "failed"
+
+
+def test_resume_from_a_file_that_is_not_a_result_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "prev.csv"
+    bad.write_text("suite,mode\nqmm,affine\n")
+    for prev, says in ((bad, "not a cuda_mlx_pytest.py result"), (tmp_path / "missing.csv", "cannot read")):
+        r = run(tmp_path, "--out", str(tmp_path / "r.csv"), "--resume", str(prev), "--", "test_quantized.py")
+        assert r.returncode == 1 and r.stdout == ""
+        assert r.stderr.strip().splitlines() == [r.stderr.strip()] and r.stderr.startswith(f"{prev}: {says}")
