@@ -79,8 +79,23 @@ print("process maps:", " ".join(sorted(maps)))'
 # venv), to tell which of them brings the crash.
 probe_dir=$(mktemp -d)
 cat >"$probe_dir/test_probe.py" <<'PY'
+import os
+
 import mlx.core as mx
 import pytest
+
+
+def test_runtimes_in_this_process():
+    # What the pytest process maps that throws or unwinds C++ exceptions,
+    # and which modules the plugins brought in (torch?), written to
+    # PROBE_MAPS before any exception is thrown.
+    libs = {l.split()[-1] for l in open("/proc/self/maps")
+            if any(s in l for s in ("libstdc++", "libgcc_s", "libunwind", "libc++", "libcxxrt"))}
+    import sys
+    with open(os.environ["PROBE_MAPS"], "w") as f:
+        f.write("maps: " + " ".join(sorted(libs)) + "\n")
+        f.write("modules: " + " ".join(sorted(m for m in sys.modules if "." not in m and m[0] != "_"
+                                               and m not in sys.stdlib_module_names)) + "\n")
 
 
 def test_exception_reaches_python():
@@ -112,9 +127,20 @@ for variant in plain noplugins; do
     plain) env=() ;;
     noplugins) env=(PYTEST_DISABLE_PLUGIN_AUTOLOAD=1) ;;
   esac
-  env "${env[@]}" PYTHONPATH=$PATCHED timeout 120 python3 -m pytest -q -p no:cacheprovider \
-    "$probe_dir/test_probe.py" >"$OUT/probe_pytest_$variant.txt" 2>&1
+  env "${env[@]}" PROBE_MAPS="$OUT/probe_maps_$variant.txt" PYTHONPATH=$PATCHED timeout 120 \
+    python3 -m pytest -q -p no:cacheprovider "$probe_dir/test_probe.py" >"$OUT/probe_pytest_$variant.txt" 2>&1
   echo "exception probe under pytest ($variant) rc $?: $(tail -1 "$OUT/probe_pytest_$variant.txt")"
+  cut -c1-600 "$OUT/probe_maps_$variant.txt" 2>/dev/null
+done
+# Which plugin brings the crash: the probe with each of the image's pytest
+# plugins (entry points of group pytest11) left out in turn, the rest loaded.
+plugins=$(python3 -c 'from importlib.metadata import entry_points
+print(" ".join(sorted({e.name for e in entry_points(group="pytest11")})))')
+echo "the image's pytest plugins: $plugins"
+for plugin in $plugins; do
+  PROBE_MAPS=/dev/null PYTHONPATH=$PATCHED timeout 120 python3 -m pytest -q -p no:cacheprovider -p "no:$plugin" \
+    "$probe_dir/test_probe.py" >"$OUT/probe_pytest_no_$plugin.txt" 2>&1
+  echo "  without $plugin: rc $?: $(tail -1 "$OUT/probe_pytest_no_$plugin.txt")"
 done
 
 cd "$K/mlx/python/tests"

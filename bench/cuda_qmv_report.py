@@ -265,7 +265,26 @@ def tolerance_table(d: Path) -> str:
         m1 = ", ".join(f"{n} {sum(m1_over(n, k) for k in ks)}" for n in names)
         out.append(f"- {suite}: {len(ks)} subtests (ran: {ran}); over tolerance or error: {fails}; "
                    f"M = 1 rows over tolerance: {m1}")
+        for n in names:
+            out.append(f"  - {n}, {routed_summary([sides[n][k] for k in ks if k in sides[n]])}")
     return "\n".join(out) + "\n"
+
+
+def routed_summary(rows: list[dict[str, str]]) -> str:
+    """What a side's subtests say of the products the queue routes to the
+    streamed kernel (M * B <= 16): how many are within tolerance, how many
+    have every row bitwise equal to that row alone, the largest error."""
+    routed = [r for r in rows if int(r["M"]) * int(r["B"]) <= 16 and r["ok"] != "error"]
+    if not routed:
+        return "products of at most 16 vectors: none ran"
+    within = sum(r["ok"] == "True" for r in routed)
+    identical = 0
+    for r in routed:
+        same, total = r["rows_identical_to_M1"].split("/")
+        identical += same == total
+    largest = max(float(r["max_err"]) for r in routed)
+    return (f"products of at most 16 vectors: {len(routed)}, {within} within tolerance, {identical} with "
+            f"every row identical to M = 1; largest error {largest:.3g}")
 
 
 def tail_configs(bits: int, k: int, n: int) -> str:

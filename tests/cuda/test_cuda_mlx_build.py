@@ -328,3 +328,48 @@ def test_tolerance_report_tells_which_side_fails(tmp_path: Path) -> None:
     assert "| 64 | 128 | 128 | 1 | True | float16 | 0.0015 | - | ERROR: Failed to compile kernel |" in table
     assert ("- qmm: 5 subtests (ran: patched 2, stock 5); over tolerance or error: 1 on patched only; "
             "1 on every side; 1 on stock only; M = 1 rows over tolerance: patched 0, stock 1") in table
+    # What each side says of the products of at most 16 vectors (the queue's route): here M = 8.
+    assert ("  - patched, products of at most 16 vectors: 1, 0 within tolerance, 1 with every row identical "
+            "to M = 1; largest error 0.003") in table
+    assert ("  - stock, products of at most 16 vectors: 1, 1 within tolerance, 1 with every row identical "
+            "to M = 1; largest error 0.0001") in table
+
+
+def test_tolerance_report_counts_rows_that_differ_from_m1(tmp_path: Path) -> None:
+    """The routed products' summary counts a product with one row unlike M = 1
+    (2/3), leaves out products of more than 16 vectors (M * B = 18) and
+    subtests that raised, and says so when none ran."""
+    import cuda_qmv_report
+
+    head = ("suite,mode,group_size,bits,M,N,K,B,transposed,dtype,max_err,tol,ok,"
+            "rows_identical_to_M1,max_err_M1,error\n")
+    (tmp_path / "patched-tolerance.csv").write_text(
+        head + "qmv_wide,affine,64,4,3,256,128,1,True,float32,1e-05,0.001,True,2/3,1e-05,\n"
+        "qmv_wide,affine,64,4,4,256,128,3,True,float32,2e-05,0.001,True,12/12,2e-05,\n"
+        "qmv_wide,affine,64,4,6,256,128,3,True,float32,96.3,0.001,False,0/18,2e-05,\n"
+        "qmv_wide,affine,64,4,2,256,128,1,True,float32,,0.001,error,,,no kernel\n"
+        "qmm,affine,64,4,32,128,128,1,True,float16,1e-4,0.0015,True,0/32,1e-4,\n")
+    table = cuda_qmv_report.tolerance_table(tmp_path)
+    assert ("  - patched, products of at most 16 vectors: 2, 2 within tolerance, 1 with every row identical "
+            "to M = 1; largest error 2e-05") in table
+    assert "  - patched, products of at most 16 vectors: none ran" in table
+
+
+def test_run_script_s_exception_probe_runs_and_names_the_runtimes(tmp_path: Path, mlx_python: str) -> None:
+    """The exception probe that bench/cuda_mlx_run_device.sh writes (its
+    pytest file, taken from the script) passes with the patched wheel on the
+    CPU, and its first test writes the C++ runtimes the pytest process maps
+    and the modules the plugins brought in: what tells the H200 image's crash
+    apart on the next device run."""
+    script = (ROOT / "bench" / "cuda_mlx_run_device.sh").read_text()
+    body = script.split("cat >\"$probe_dir/test_probe.py\" <<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+    (tmp_path / "test_probe.py").write_text(body + "\n")
+    maps = tmp_path / "maps.txt"
+    run = subprocess.run([mlx_python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_probe.py"],
+                         cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PROBE_MAPS": str(maps)})
+    assert run.returncode == 0 and "4 passed" in run.stdout, run.stdout + run.stderr
+    first, second = maps.read_text().splitlines()
+    assert first.startswith("maps: ") and "libstdc++" in first
+    assert second.startswith("modules: ") and {"mlx", "pytest"} <= set(second.split()[1:])
+    assert "os" not in second.split()  # the standard library is left out
+    assert 'for plugin in $plugins; do' in script and '-p "no:$plugin"' in script
