@@ -13,8 +13,11 @@
 # 2026-12-02 (it never finished in calls of 470, 150, 330 and 440 s): it and
 # the streamed kernels start first (NINJA_FIRST), and the first call should
 # have --limit 580.
+# --pack DIR packs the built module into DIR (bench/cuda_mlx_pack.sh: pieces
+# under 16 MiB, for DIR under $OUT); a later call, on a fresh machine too,
+# given the same kit and --from-pack DIR (the pieces carried) skips the build.
 # Usage: bench/cuda_mlx_build_device.sh KIT_TAR WORK OUT [--configure-only]
-#   [--jobs N] [--limit SECONDS]
+#   [--jobs N] [--limit SECONDS] [--pack DIR | --from-pack DIR]
 # The compilers are CMake's defaults; CC/CXX (and CUDAHOSTCXX) in the
 # environment choose others, as for any CMake build.
 set -uo pipefail
@@ -25,9 +28,13 @@ shift 3
 CONFIGURE_ONLY=0
 JOBS=$(nproc)
 LIMIT=0
+PACK=
+FROM_PACK=
 while [ $# -gt 0 ]; do
   case $1 in
     --configure-only) CONFIGURE_ONLY=1 ;;
+    --pack) PACK=$2; shift ;;
+    --from-pack) FROM_PACK=$2; shift ;;
     --jobs) JOBS=$2; shift ;;
     --limit) LIMIT=$2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -36,8 +43,27 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$WORK" "$OUT"
 K=$WORK/kit
+D=$K/deps
+HERE=$(dirname "$0")
 [ -d "$K" ] || tar -xJf "$KIT_TAR" -C "$WORK" || exit 1
 cat "$K/MANIFEST"
+
+# NVRTC (JIT kernels) looks for MLX's, CUTLASS's and CCCL's headers in
+# include/ beside the folder of the library, as in the wheel.
+link_headers() {
+  local inc=$K/mlx/python/include
+  mkdir -p "$inc"
+  ln -sfn "$K/mlx/mlx" "$inc/mlx"
+  ln -sfn "$D/cutlass/include/cutlass" "$inc/cutlass"
+  ln -sfn "$D/cutlass/include/cute" "$inc/cute"
+  ln -sfn "$D/cccl/include" "$inc/cccl"
+  ls -la "$K/mlx/python/mlx/"core*.so
+}
+if [ -n "$FROM_PACK" ]; then
+  bash "$HERE/cuda_mlx_pack.sh" unpack "$KIT_TAR" "$WORK" "$FROM_PACK" || exit 1
+  link_headers
+  exit 0
+fi
 
 PY=$(command -v python3)
 NV=${NVIDIA_SITE:-$("$PY" -c 'import nvidia; print(list(nvidia.__path__)[0])')}
@@ -46,7 +72,6 @@ echo "python $("$PY" --version) ($PY), nvcc $(nvcc --version | tail -1), cudnn $
 echo "c++: $(command -v c++ g++ | tr '\n' ' ')${CXX:+(CXX=$CXX)}"
 echo "Python.h: $("$PY" -c 'import sysconfig, os; p = sysconfig.get_paths()["include"]; print(p, os.path.exists(p + "/Python.h"))')"
 
-D=$K/deps
 if [ ! -f "$WORK/build/build.ninja" ]; then
   cmake -S "$K/mlx" -B "$WORK/build" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release \
@@ -84,7 +109,7 @@ fi
 # The longest objects first (bench/ninja_first.py says why); NINJA_FIRST
 # lists substrings of their outputs.
 # shellcheck disable=SC2086  # NINJA_FIRST is a list
-python3 "$(dirname "$0")/ninja_first.py" "$WORK/build/build.ninja" \
+python3 "$HERE/ninja_first.py" "$WORK/build/build.ninja" \
   ${NINJA_FIRST:-copy/copy_general_input.cu.o qmm/qmv_streamed_} || exit 2
 [ $CONFIGURE_ONLY = 1 ] && exit 0
 
@@ -112,12 +137,7 @@ if [ $rc != 0 ]; then
   exit $rc
 fi
 
-# NVRTC (JIT kernels) looks for MLX's, CUTLASS's and CCCL's headers in
-# include/ beside the folder of the library, as in the wheel.
-inc=$K/mlx/python/include
-mkdir -p "$inc"
-ln -sfn "$K/mlx/mlx" "$inc/mlx"
-ln -sfn "$D/cutlass/include/cutlass" "$inc/cutlass"
-ln -sfn "$D/cutlass/include/cute" "$inc/cute"
-ln -sfn "$D/cccl/include" "$inc/cccl"
-ls -la "$K/mlx/python/mlx/"core*.so
+link_headers
+if [ -n "$PACK" ]; then
+  bash "$HERE/cuda_mlx_pack.sh" pack "$KIT_TAR" "$WORK" "$PACK" || exit 1
+fi
