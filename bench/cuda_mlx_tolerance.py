@@ -34,7 +34,7 @@ import os
 import time
 from functools import partial
 from itertools import islice, product
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 # As python/tests/mlx_tests.py, which test_quantized.py imports: the
 # dequantize-then-matmul reference in float32 otherwise runs on cuBLAS in
@@ -60,7 +60,7 @@ def _bits(a: mx.array) -> np.ndarray:
 
 
 def _key(suite: str, x: mx.array, w: mx.array, *, transposed: bool = True, mode: str = "affine",
-         group_size: int | None = None, bits: int | None = None, tol: float = 0.0) -> str:
+         group_size: int | None = None, bits: int | None = None) -> str:
     """A subtest's first columns, up to dtype: what names it in the CSV."""
     M, K = x.shape[-2:]
     N = w.shape[-2] if transposed else w.shape[-1]
@@ -97,7 +97,16 @@ def _measure(suite: str, x: mx.array, w: mx.array, *, transposed: bool = True, m
     return f"{key},{err:.6g},{tol},{err < tol},{int(same.sum())}/{same.size},{err_1:.6g},"
 
 
-Subtest = Callable[[], str]  # a partial of _measure: its arguments name it (_key)
+class Subtest(NamedTuple):
+    """A subtest's name (its CSV row's first columns) and its measurement,
+    made when called."""
+
+    key: str
+    measure: Callable[[], str]
+
+
+def _subtest(suite: str, x: mx.array, w: mx.array, *, tol: float, **quantization: Any) -> Subtest:
+    return Subtest(_key(suite, x, w, **quantization), partial(_measure, suite, x, w, tol=tol, **quantization))
 
 
 def qmm(max_m: int | None = None) -> Iterator[Subtest]:
@@ -113,7 +122,7 @@ def qmm(max_m: int | None = None) -> Iterator[Subtest]:
             continue
         x = (mx.random.normal(shape=(M, K), key=k1) / K**0.5).astype(dtype)
         w = (mx.random.normal(shape=(N, K) if transposed else (K, N), key=k2) / K**0.5).astype(dtype)
-        yield partial(_measure, "qmm", x, w, transposed=transposed, group_size=group_size, bits=bits, tol=tol)
+        yield _subtest("qmm", x, w, transposed=transposed, group_size=group_size, bits=bits, tol=tol)
 
 
 def qmv_wide() -> Iterator[Subtest]:
@@ -131,15 +140,14 @@ def qmv_wide() -> Iterator[Subtest]:
 
     for group_size, bits, K in product([32, 64, 128], [2, 3, 4, 5, 6, 8], [128, 512]):
         for M, N, B in product(Ms, Ns, Bs):
-            yield partial(_measure, "qmv_wide", *operands(M, N, K, B), group_size=group_size, bits=bits,
-                          tol=1e-3)
+            yield _subtest("qmv_wide", *operands(M, N, K, B), group_size=group_size, bits=bits, tol=1e-3)
     for mode, K in product(["mxfp4", "nvfp4", "mxfp8"], [128, 512]):
         for M, N, B in product(Ms, Ns, Bs):
-            yield partial(_measure, "qmv_wide", *operands(M, N, K, B), mode=mode, tol=1e-3)
+            yield _subtest("qmv_wide", *operands(M, N, K, B), mode=mode, tol=1e-3)
     for M, K, N in [(2, 32, 10), (4, 32, 7), (3, 64, 5), (5, 64, 3)]:
         for bits, group_size, mode in [(4, 32, "affine"), (6, 32, "affine"), (4, 16, "nvfp4")]:
-            yield partial(_measure, "qmv_wide", *operands(M, N, K, 1), mode=mode, group_size=group_size,
-                          bits=bits, tol=1e-3)
+            yield _subtest("qmv_wide", *operands(M, N, K, 1), mode=mode, group_size=group_size, bits=bits,
+                           tol=1e-3)
 
 
 def earlier_rows(path: str) -> dict[str, list[str]]:
@@ -180,11 +188,10 @@ def main() -> int:
             matched = 0
             for row, subtest in zip(kept, subtests):
                 matched += 1
-                assert isinstance(subtest, partial)
-                if not row.startswith(_key(*subtest.args, **subtest.keywords) + ","):
+                if not row.startswith(subtest.key + ","):
                     raise SystemExit(f"{args.resume}: its {name} rows are not this loop's (a row "
-                                     f"{row.split(',', 11)[:10]} where this loop has "
-                                     f"{_key(*subtest.args, **subtest.keywords)}): another --max-m?")
+                                     f"{row.split(',', 11)[:10]} where this loop has {subtest.key}): "
+                                     "another --max-m?")
                 f.write(row + "\n")
                 if row.split(",")[OK_COLUMN] in ("False", "error"):
                     failed.append(row)
@@ -195,7 +202,7 @@ def main() -> int:
                       "tolerance or failed to run", flush=True)
             failed_before = len(failed)
             for subtest in islice(subtests, None if args.limit is None else max(args.limit - len(kept), 0)):
-                row = subtest()
+                row = subtest.measure()
                 f.write(row + "\n")
                 f.flush()
                 count += 1
