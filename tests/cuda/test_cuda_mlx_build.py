@@ -373,3 +373,49 @@ def test_run_script_s_exception_probe_runs_and_names_the_runtimes(tmp_path: Path
     assert second.startswith("modules: ") and {"mlx", "pytest"} <= set(second.split()[1:])
     assert "os" not in second.split()  # the standard library is left out
     assert 'for plugin in $plugins; do' in script and '-p "no:$plugin"' in script
+
+
+@pytest.mark.integration
+def test_run_script_on_the_cpu_carries_a_call_on(tmp_path: Path, mlx_python: str, patched_checkout: Path) -> None:
+    """bench/cuda_mlx_run_device.sh end to end on the CPU wheel (what a device
+    call runs, short of the benches), twice: the second call with RESUME set
+    to the first's OUT keeps its tolerance rows and test outcomes and goes on.
+    The device's layout is played by a WORK whose kit has the wheel's package,
+    a copy of the queue's python/tests and an empty nvidia package."""
+    kit = tmp_path / "W" / "kit"
+    (kit / "mlx" / "python").mkdir(parents=True)
+    (kit / "MANIFEST").write_text("mlx (the queue, on the CPU)\n")
+    package = subprocess.run([mlx_python, "-c", "import mlx; print(list(mlx.__path__)[0])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (kit / "mlx" / "python" / "mlx").symlink_to(package)
+    shutil.copytree(patched_checkout / "python" / "tests", kit / "mlx" / "python" / "tests")
+    (tmp_path / "site" / "nvidia" / "cu" / "lib").mkdir(parents=True)
+    env = {**os.environ, "PATH": f"{Path(mlx_python).parent}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(tmp_path / "site"), "TOLERANCE": "1", "TOLERANCE_SUITE": "qmv_wide",
+           "TOLERANCE_LIMIT": "6", "TEST_LIMIT": "300", "SKIP_BENCH": "1"}
+
+    def call(out: str, tests: str, **more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "bench/cuda_mlx_run_device.sh", str(tmp_path / "W"), str(tmp_path / out),
+                               str(tmp_path / "no-stock.tar.xz")], cwd=ROOT, capture_output=True, text=True,
+                              env={**env, "TESTS": tests, **more})
+
+    first = call("o1", "test_quantized.py -k test_throw")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "built from: mlx (the queue, on the CPU)" in first.stdout
+    assert "exception probe under pytest (plain) rc 0" in first.stdout
+    assert "test_quantized.py rc 0: 1 tests in 1 pytest run(s): 1 passed" in first.stdout
+    assert re.search(r"rows tests, MLX_QMV_WIDE=1, rc 0: .*passed", first.stdout)
+    rows1 = (tmp_path / "o1" / "patched-tolerance.csv").read_text().splitlines()
+    assert rows1[0].startswith("suite,mode,group_size,bits,M,N,K,B,")
+
+    # TESTS is split on spaces, as the script's comment says: node ids, no quoted -k expression.
+    second = call("o2", "test_quantized.py::TestQuantized::test_throw "
+                  "test_quantized.py::TestQuantized::test_qmv_small_non_multiples", RESUME=str(tmp_path / "o1"))
+    assert second.returncode == 0, second.stdout + second.stderr
+    tests2 = (tmp_path / "o2" / "test_quantized.txt").read_text()
+    assert f"2 tests, 1 with an outcome from {tmp_path / 'o1' / 'test_quantized.csv'}" in tests2
+    assert "test_quantized.py rc 0: 2 tests in 1 pytest run(s): 2 passed" in second.stdout
+    rows2 = (tmp_path / "o2" / "patched-tolerance.csv").read_text().splitlines()
+    assert rows2[:len(rows1)] == rows1 and len(rows2) >= len(rows1)
+    if len(rows1) > 1:
+        assert f"qmv_wide: {len(rows1) - 1} subtests kept from" in (tmp_path / "o2" / "tolerance.txt").read_text()
