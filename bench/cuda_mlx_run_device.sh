@@ -80,6 +80,7 @@ print("process maps:", " ".join(sorted(maps)))'
 probe_dir=$(mktemp -d)
 cat >"$probe_dir/test_probe.py" <<'PY'
 import os
+import sys
 
 import mlx.core as mx
 import pytest
@@ -91,7 +92,6 @@ def test_runtimes_in_this_process():
     # PROBE_MAPS before any exception is thrown.
     libs = {l.split()[-1] for l in open("/proc/self/maps")
             if any(s in l for s in ("libstdc++", "libgcc_s", "libunwind", "libc++", "libcxxrt"))}
-    import sys
     with open(os.environ["PROBE_MAPS"], "w") as f:
         f.write("maps: " + " ".join(sorted(libs)) + "\n")
         f.write("modules: " + " ".join(sorted(m for m in sys.modules if "." not in m and m[0] != "_"
