@@ -175,14 +175,21 @@ PY
 # assertRaises, and the pytest-xdist run failed reporting unittest subtests
 # and did not end in 330 s). The image's pytest plugins are left out (PyTorch's venv:
 # with them any C++ exception that reaches Python crashed the process). TESTS
-# (pytest arguments that select tests of test_quantized.py) and TEST_LIMIT
-# (seconds for all of them) choose fewer tests or more time.
+# (pytest arguments that select tests of test_quantized.py), EXCLUDE (test
+# names left out, exactly: test_qmm leaves test_qmm_shapes in, where
+# pytest's --deselect would not) and TEST_LIMIT (seconds for all of them)
+# choose fewer tests or more time.
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 resume=()
 [ -n "${RESUME:-}" ] && [ -f "$RESUME/test_quantized.csv" ] && resume=(--resume "$RESUME/test_quantized.csv")
+exclude=()
+for name in ${EXCLUDE:-}; do
+  exclude+=(--exclude "test_quantized.py::TestQuantized::$name")
+done
 # shellcheck disable=SC2086  # TESTS is a list of pytest arguments
 PYTHONPATH=$PATCHED python3 "$ROOT/bench/cuda_mlx_pytest.py" --out "$OUT/test_quantized.csv" \
-  --limit "${TEST_LIMIT:-540}" "${resume[@]}" -- ${TESTS:-test_quantized.py} >"$OUT/test_quantized.txt" 2>&1
+  --limit "${TEST_LIMIT:-540}" "${resume[@]}" "${exclude[@]}" -- ${TESTS:-test_quantized.py} \
+  >"$OUT/test_quantized.txt" 2>&1
 echo "test_quantized.py rc $?: $(tail -1 "$OUT/test_quantized.txt")"
 grep -vE ',(passed|skipped),' "$OUT/test_quantized.csv" | cut -c1-240 | head -20
 MLX_QMV_WIDE=1 PYTHONPATH=$PATCHED timeout 120 python3 -m pytest -q -p no:cacheprovider -rs \
