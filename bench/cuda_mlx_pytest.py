@@ -203,6 +203,7 @@ def main() -> int:
     log = args.out.with_suffix(".log.jsonl")
     log.unlink(missing_ok=True)
     runs = 0
+    cut: tuple[str, Outcome] | None = None
     while todo and time.monotonic() < deadline:
         runs += 1
         env[LOG_ENV] = str(log)
@@ -222,6 +223,10 @@ def main() -> int:
             o.outcome, o.detail, o.end = "crashed", f"rc {rc}", o.end or o.start
             done[in_flight] = o
             print(f"run {runs}: crashed in {in_flight} (rc {rc})", flush=True)
+        elif in_flight is not None:
+            # Cut by the time limit: `not run` (a --resume runs it again), with
+            # what its subtests had reported by then.
+            cut = (in_flight, outcomes[in_flight])
         todo = [t for t in todo if t not in done]
         if rc is not None and in_flight is None:
             # pytest ended on its own: whatever is left it did not run
@@ -237,7 +242,12 @@ def main() -> int:
             w.writerow(o.row(nodeid))
         why = "time limit" if time.monotonic() >= deadline else "pytest ended before it"
         for nodeid in todo:
-            w.writerow([nodeid, "not run", 0, 0, "", why])
+            if cut is not None and cut[0] == nodeid:
+                o = cut[1]
+                w.writerow([nodeid, "not run", o.subtests_passed, o.subtests_failed,
+                            f"{(o.end or o.start) - o.start:.1f}", f"{why}, in flight"])
+            else:
+                w.writerow([nodeid, "not run", 0, 0, "", why])
     counts: dict[str, int] = {}
     for outcome in [row[1] for row in carried.values()] + [o.outcome for o in done.values()]:
         counts[outcome] = counts.get(outcome, 0) + 1

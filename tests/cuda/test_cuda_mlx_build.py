@@ -367,7 +367,7 @@ def test_run_script_s_exception_probe_runs_and_names_the_runtimes(tmp_path: Path
     maps = tmp_path / "maps.txt"
     run = subprocess.run([mlx_python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_probe.py"],
                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PROBE_MAPS": str(maps)})
-    assert run.returncode == 0 and "4 passed" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0 and "6 passed" in run.stdout, run.stdout + run.stderr
     first, second = maps.read_text().splitlines()
     assert first.startswith("maps: ") and "libstdc++" in first
     assert second.startswith("modules: ") and {"mlx", "pytest"} <= set(second.split()[1:])
@@ -410,7 +410,8 @@ def test_run_script_on_the_cpu_carries_a_call_on(tmp_path: Path, mlx_python: str
 
     # TESTS is split on spaces, as the script's comment says: node ids, no quoted -k expression.
     second = call("o2", "test_quantized.py::TestQuantized::test_throw "
-                  "test_quantized.py::TestQuantized::test_qmv_small_non_multiples", RESUME=str(tmp_path / "o1"))
+                  "test_quantized.py::TestQuantized::test_qmv_small_non_multiples",
+                  RESUME=os.path.relpath(tmp_path / "o1", ROOT))  # relative to the call's folder, as on the device
     assert second.returncode == 0, second.stdout + second.stderr
     tests2 = (tmp_path / "o2" / "test_quantized.txt").read_text()
     assert f"2 tests, 1 with an outcome from {tmp_path / 'o1' / 'test_quantized.csv'}" in tests2
@@ -419,3 +420,8 @@ def test_run_script_on_the_cpu_carries_a_call_on(tmp_path: Path, mlx_python: str
     assert rows2[:len(rows1)] == rows1 and len(rows2) >= len(rows1)
     if len(rows1) > 1:
         assert f"qmv_wide: {len(rows1) - 1} subtests kept from" in (tmp_path / "o2" / "tolerance.txt").read_text()
+    for resume, says in ((tmp_path / "nowhere", "no such folder"),
+                         (tmp_path / "W", "neither test_quantized.csv nor patched-tolerance.csv there")):
+        third = call("o3", "test_quantized.py::TestQuantized::test_throw", RESUME=str(resume))
+        assert third.returncode == 2 and third.stdout == "", third.stdout + third.stderr
+        assert third.stderr.strip().splitlines() == [third.stderr.strip()] and says in third.stderr

@@ -95,14 +95,34 @@ def test_the_time_limit_leaves_the_rest_not_run(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     tests = tmp_path / "tests"
     tests.mkdir()
-    (tests / "test_slow.py").write_text("import time\n\ndef test_quick():\n    pass\n\n"
-                                        "def test_slow():\n    time.sleep(60)\n\ndef test_after():\n    pass\n")
+    (tests / "test_slow.py").write_text(textwrap.dedent('''
+        import time
+        import unittest
+
+
+        class TestSlow(unittest.TestCase):
+            def test_a_quick(self):
+                pass
+
+            def test_b_slow(self):
+                for i in range(3):
+                    with self.subTest(i=i):
+                        self.assertNotEqual(i, 1)
+                time.sleep(60)
+
+            def test_c_after(self):
+                pass
+    '''))
     r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--limit", "5", "--", "test_slow.py"],
                        cwd=tests, capture_output=True, text=True)
     assert r.returncode == 1
-    got = {name: (row["outcome"], row["detail"]) for name, row in rows(out).items()}
-    assert got == {"test_quick": ("passed", ""), "test_slow": ("not run", "time limit"),
-                   "test_after": ("not run", "time limit")}
+    got = {name: (row["outcome"], row["subtests_passed"], row["subtests_failed"], row["detail"])
+           for name, row in rows(out).items()}
+    # The test in flight keeps what its subtests reported before the cut.
+    assert got == {"test_a_quick": ("passed", "0", "0", ""),
+                   "test_b_slow": ("not run", "2", "1", "time limit, in flight"),
+                   "test_c_after": ("not run", "0", "0", "time limit")}
+    assert rows(out)["test_b_slow"]["seconds"] != ""
 
 
 def test_nothing_collected_is_an_error(tmp_path: Path) -> None:
