@@ -110,6 +110,11 @@ for dep in $(ldd "$BLAS_LIB" | awk '/libgfortran|libquadmath/ {print $3}'); do
 done
 echo "blas $BLAS_LIB ($(dpkg-query -W -f '${Package} ${Version}' libopenblas0-pthread 2>/dev/null || echo '?'))" >>"$manifest"
 
-tar -C "$tmp" -cJf "$OUT/kit.tar.xz" kit
+# The same inputs give the same bytes (names sorted, times and owners fixed,
+# xz in one thread): a module packed from this kit (bench/cuda_mlx_pack.sh)
+# is tied to the kit's sha256, and a kit made again must still match it.
+tar -C "$tmp" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu -cf - kit |
+  xz -6 -T1 >"$OUT/kit.tar.xz.part"
+mv "$OUT/kit.tar.xz.part" "$OUT/kit.tar.xz"
 cat "$manifest"
 du -h "$OUT/kit.tar.xz"

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,14 @@ def test_kit_takes_the_committed_tree_and_the_named_versions(tmp_path: Path) -> 
     assert manifest.startswith(f"mlx {head} ")
     assert re.search(r"^cutlass https://github.com/NVIDIA/cutlass.git v4.4.2 [0-9a-f]{40}$", manifest, re.M)
     assert str(tmp_path) not in manifest  # no path of the machine that made it
+    # Made again (other times on every file), the kit is the same bytes: a
+    # module packed from the first still unpacks with the second.
+    time.sleep(1.1)
+    run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_mlx_kit.sh"), str(checkout), str(tmp_path / "again")],
+                         env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "again" / "kit.tar.xz").read_bytes() == (out / "kit.tar.xz").read_bytes()
+    assert not list((tmp_path / "again").glob("*.part"))
 
     # A ref the source lacks stops the kit with one line naming the source, where
     # it looked and the variable to set (this machine's NVTX mirror lacks v3.1.1).
