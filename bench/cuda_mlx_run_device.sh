@@ -36,6 +36,37 @@ if [ -n "${RESUME:-}" ]; then
     { echo "RESUME=$RESUME: neither test_quantized.csv nor patched-tolerance.csv there" >&2; exit 2; }
 fi
 mkdir -p "$OUT"
+# MLX compiles its JIT kernels (main's matrix kernels among them) on first use
+# and keeps them in MLX_PTX_CACHE_DIR. Every call of session 19 started on a
+# fresh machine with that cache empty: test_qmm_non_transposed took about
+# 25 s a subtest, test_fp_qvm 144 s in session 18. KEEP_PTX=DIR packs the
+# cache into DIR at the end (ptx-cache.tar.xz.NN, pieces under the 16 MiB a
+# file from $OUT may have); FROM_PTX=DIR (those pieces, carried) fills it
+# first. The stock wheels keep their own (default) cache.
+export MLX_PTX_CACHE_DIR=$WORK/ptx-cache
+mkdir -p "$MLX_PTX_CACHE_DIR"
+if [ -n "${FROM_PTX:-}" ]; then
+  shopt -s nullglob
+  pieces=("$FROM_PTX"/ptx-cache.tar.xz.*)
+  shopt -u nullglob
+  [ ${#pieces[@]} -gt 0 ] || { echo "FROM_PTX=$FROM_PTX: no ptx-cache.tar.xz.* there" >&2; exit 2; }
+  cat "${pieces[@]}" | tar -xJf - -C "$MLX_PTX_CACHE_DIR" ||
+    { echo "FROM_PTX=$FROM_PTX: the pieces ptx-cache.tar.xz.* do not unpack" >&2; exit 2; }
+  echo "kernel cache: $(find "$MLX_PTX_CACHE_DIR" -type f | wc -l) files from $FROM_PTX"
+fi
+if [ -n "${KEEP_PTX:-}" ]; then
+  mkdir -p "$KEEP_PTX" && KEEP_PTX=$(cd "$KEEP_PTX" && pwd)
+  keep_ptx() {
+    rm -f "$KEEP_PTX"/ptx-cache.tar.xz.*
+    tar -C "$MLX_PTX_CACHE_DIR" -cf - . | xz -T0 -6 |
+      split -b "${PACK_PIECE_BYTES:-15000000}" -d -a 2 - "$KEEP_PTX/ptx-cache.tar.xz."
+    echo "kernel cache: $(find "$MLX_PTX_CACHE_DIR" -type f | wc -l) files kept in" \
+      "$(cat "$KEEP_PTX"/ptx-cache.tar.xz.* | wc -c) bytes: $KEEP_PTX"
+  }
+  # Also when `timeout` ends the script: what was compiled until then is kept.
+  trap keep_ptx EXIT
+  trap 'exit 143' TERM
+fi
 NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
 export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
@@ -238,7 +269,7 @@ MLX_QMV_WIDE=1 PYTHONPATH=$PATCHED python3 bench/cuda_qmv_mlx.py --out "$OUT/mlx
 echo "patched MLX_QMV_WIDE=1 bench rc $?"
 mkdir -p /tmp/site && tar -xJf "$STOCK" -C /tmp/site
 ln -sfn "$NV" /tmp/site/nvidia
-PYTHONPATH=/tmp/site python3 bench/cuda_qmv_mlx.py --out "$OUT/mlx_wheel.csv" $QUICK \
+PYTHONPATH=/tmp/site env -u MLX_PTX_CACHE_DIR python3 bench/cuda_qmv_mlx.py --out "$OUT/mlx_wheel.csv" $QUICK \
   >"$OUT/mlx_wheel.log" 2>&1
 echo "stock wheel bench rc $?"
 for f in "$OUT"/mlx_*.txt; do

@@ -408,8 +408,16 @@ def test_run_script_on_the_cpu_carries_a_call_on(tmp_path: Path, mlx_python: str
                                str(tmp_path / "no-stock.tar.xz")], cwd=ROOT, capture_output=True, text=True,
                               env={**env, "TESTS": tests, **more})
 
-    first = call("o1", "test_quantized.py -k test_throw")
+    # MLX's kernel cache (the CPU backend writes none: a file stands for a kernel)
+    # goes back with KEEP_PTX and comes in with FROM_PTX on a machine without it.
+    cache = tmp_path / "W" / "ptx-cache"
+    cache.mkdir()
+    (cache / "qmm_sm90_kernel.ptx").write_text("// ptx\n")
+    first = call("o1", "test_quantized.py -k test_throw", KEEP_PTX=os.path.relpath(tmp_path / "o1" / "p", ROOT))
     assert first.returncode == 0, first.stdout + first.stderr
+    assert "kernel cache: 1 files kept in" in first.stdout and [p.name for p in (tmp_path / "o1" / "p").iterdir()] == [
+        "ptx-cache.tar.xz.00"]
+    shutil.rmtree(cache)
     assert "built from: mlx (the queue, on the CPU)" in first.stdout
     assert "exception probe under pytest (plain) rc 0" in first.stdout
     assert "test_quantized.py rc 0: 1 tests in 1 pytest run(s): 1 passed" in first.stdout
@@ -420,8 +428,11 @@ def test_run_script_on_the_cpu_carries_a_call_on(tmp_path: Path, mlx_python: str
     # TESTS is split on spaces, as the script's comment says: node ids, no quoted -k expression.
     second = call("o2", "test_quantized.py::TestQuantized::test_throw "
                   "test_quantized.py::TestQuantized::test_qmv_small_non_multiples",
-                  RESUME=os.path.relpath(tmp_path / "o1", ROOT))  # relative to the call's folder, as on the device
+                  RESUME=os.path.relpath(tmp_path / "o1", ROOT),  # relative to the call's folder, as on the device
+                  FROM_PTX=str(tmp_path / "o1" / "p"))
     assert second.returncode == 0, second.stdout + second.stderr
+    assert f"kernel cache: 1 files from {tmp_path / 'o1' / 'p'}" in second.stdout
+    assert (cache / "qmm_sm90_kernel.ptx").read_text() == "// ptx\n"
     tests2 = (tmp_path / "o2" / "test_quantized.txt").read_text()
     assert f"2 tests, 1 with an outcome from {tmp_path / 'o1' / 'test_quantized.csv'}" in tests2
     assert "test_quantized.py rc 0: 2 tests in 1 pytest run(s): 2 passed" in second.stdout
@@ -429,8 +440,9 @@ def test_run_script_on_the_cpu_carries_a_call_on(tmp_path: Path, mlx_python: str
     assert rows2[:len(rows1)] == rows1 and len(rows2) >= len(rows1)
     if len(rows1) > 1:
         assert f"qmv_wide: {len(rows1) - 1} subtests kept from" in (tmp_path / "o2" / "tolerance.txt").read_text()
-    for resume, says in ((tmp_path / "nowhere", "no such folder"),
-                         (tmp_path / "W", "neither test_quantized.csv nor patched-tolerance.csv there")):
-        third = call("o3", "test_quantized.py::TestQuantized::test_throw", RESUME=str(resume))
+    for bad, says in ((("RESUME", tmp_path / "nowhere"), "no such folder"),
+                      (("RESUME", tmp_path / "W"), "neither test_quantized.csv nor patched-tolerance.csv there"),
+                      (("FROM_PTX", tmp_path / "o2"), "no ptx-cache.tar.xz.* there")):
+        third = call("o3", "test_quantized.py::TestQuantized::test_throw", **{bad[0]: str(bad[1])})
         assert third.returncode == 2 and third.stdout == "", third.stdout + third.stderr
         assert third.stderr.strip().splitlines() == [third.stderr.strip()] and says in third.stderr
