@@ -237,10 +237,11 @@ PY
 # assertRaises, and the pytest-xdist run failed reporting unittest subtests
 # and did not end in 330 s). The image's pytest plugins are left out (PyTorch's venv:
 # with them any C++ exception that reaches Python crashed the process). TESTS
-# (pytest arguments that select tests of test_quantized.py), EXCLUDE (test
-# names left out, exactly: test_qmm leaves test_qmm_shapes in, where
-# pytest's --deselect would not) and TEST_LIMIT (seconds for all of them)
-# choose fewer tests or more time.
+# (pytest arguments that select tests of test_quantized.py), NAMES (test
+# names, run in that order: shorter than node ids in a device command of
+# 2000 characters), EXCLUDE (test names left out, exactly: test_qmm leaves
+# test_qmm_shapes in, where pytest's --deselect would not) and TEST_LIMIT
+# (seconds for all of them) choose fewer tests or more time.
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 resume=()
 [ -n "${RESUME:-}" ] && [ -f "$RESUME/test_quantized.csv" ] && resume=(--resume "$RESUME/test_quantized.csv")
@@ -248,9 +249,14 @@ exclude=()
 for name in ${EXCLUDE:-}; do
   exclude+=(--exclude "test_quantized.py::TestQuantized::$name")
 done
-# shellcheck disable=SC2086  # TESTS is a list of pytest arguments
+# shellcheck disable=SC2206  # TESTS is a list of pytest arguments
+selected=(${TESTS:-})
+for name in ${NAMES:-}; do
+  selected+=("test_quantized.py::TestQuantized::$name")
+done
+[ ${#selected[@]} -gt 0 ] || selected=(test_quantized.py)
 PYTHONPATH=$PATCHED python3 "$ROOT/bench/cuda_mlx_pytest.py" --out "$OUT/test_quantized.csv" \
-  --limit "${TEST_LIMIT:-540}" "${resume[@]}" "${exclude[@]}" -- ${TESTS:-test_quantized.py} \
+  --limit "${TEST_LIMIT:-540}" "${resume[@]}" "${exclude[@]}" -- "${selected[@]}" \
   >"$OUT/test_quantized.txt" 2>&1
 echo "test_quantized.py rc $?: $(tail -1 "$OUT/test_quantized.txt")"
 grep -vE ',(passed|skipped),' "$OUT/test_quantized.csv" | cut -c1-240 | head -20
