@@ -70,6 +70,14 @@ fi
 NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
 export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
+# SEGV_TRACE=1: every Python below prints its native stack when it dies of a
+# fault (bench/segv_backtrace.c, preloaded), after faulthandler's Python one.
+if [ -n "${SEGV_TRACE:-}" ]; then
+  cc=$(command -v cc || command -v gcc || echo /opt/gcc/bin/gcc)
+  "$cc" -shared -fPIC -O1 -o "$WORK/segv_backtrace.so" "$ROOT/bench/segv_backtrace.c" ||
+    { echo "SEGV_TRACE=1: $cc did not build bench/segv_backtrace.c" >&2; exit 2; }
+  export LD_PRELOAD=$WORK/segv_backtrace.so${LD_PRELOAD:+:$LD_PRELOAD}
+fi
 PATCHED=$K/mlx/python
 unset MLX_QMV_WIDE MLX_QMV_ROUTE
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -384,6 +385,37 @@ def test_run_script_s_exception_probe_runs_and_names_the_runtimes(tmp_path: Path
     assert 'for plugin in $plugins; do' in script and '-p "no:$plugin"' in script
 
 
+def test_segv_backtrace_prints_the_native_stack_after_faulthandler(tmp_path: Path) -> None:
+    """bench/segv_backtrace.c (SEGV_TRACE=1 of the run script) names the
+    native frames of a process that dies of a fault, after faulthandler's
+    Python frames, and the process still dies of the signal. Control: the
+    same crash without it prints no native frame."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc, gcc) to build bench/segv_backtrace.c")
+    lib = tmp_path / "segv_backtrace.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-o", str(lib),
+                    str(ROOT / "bench" / "segv_backtrace.c")], check=True)
+    crash = [sys.executable, "-X", "faulthandler", "-c", "import ctypes; ctypes.string_at(0)"]
+    traced = subprocess.run(crash, capture_output=True, text=True, env={**os.environ, "LD_PRELOAD": str(lib)})
+    plain = subprocess.run(crash, capture_output=True, text=True)
+    for run in (traced, plain):
+        assert run.returncode == -signal.SIGSEGV, run.stderr
+        assert 'File "<string>", line 1' in run.stderr  # faulthandler's frame
+    lines = traced.stderr.splitlines()
+    start = lines.index("segv_backtrace: signal 11 (Segmentation fault)")
+    assert lines[start + 1].startswith("segv_backtrace: raised again (by faulthandler)")
+    frames = lines[start + 2:lines.index("segv_backtrace: end")]
+    assert any("ctypes" in f for f in frames) and any("libc.so" in f for f in frames), frames
+    assert "segv_backtrace" not in plain.stderr
+    # Without faulthandler the handler sees the fault itself and names where it was.
+    direct = subprocess.run(crash[:1] + crash[3:], capture_output=True, text=True,
+                            env={**os.environ, "LD_PRELOAD": str(lib)})
+    assert direct.returncode == -signal.SIGSEGV
+    assert "segv_backtrace: fault address (nil)" in direct.stderr
+    assert re.search(r"segv_backtrace: pc 0x[0-9a-f]+ = /\S+\+0x[0-9a-f]+", direct.stderr), direct.stderr
+
+
 @pytest.mark.integration
 def test_run_script_on_the_cpu_carries_a_call_on(tmp_path: Path, mlx_python: str, patched_checkout: Path) -> None:
     """bench/cuda_mlx_run_device.sh end to end on the CPU wheel (what a device
@@ -429,8 +461,9 @@ def test_run_script_on_the_cpu_carries_a_call_on(tmp_path: Path, mlx_python: str
     # arguments); NAMES names tests of the file, in order, shorter than node ids.
     second = call("o2", "", NAMES="test_throw test_qmv_small_non_multiples",
                   RESUME=os.path.relpath(tmp_path / "o1", ROOT),  # relative to the call's folder, as on the device
-                  FROM_PTX=str(tmp_path / "o1" / "p"))
+                  FROM_PTX=str(tmp_path / "o1" / "p"), SEGV_TRACE="1")
     assert second.returncode == 0, second.stdout + second.stderr
+    assert (tmp_path / "W" / "segv_backtrace.so").is_file()  # built and preloaded; nothing crashed
     assert f"kernel cache: 1 files from {tmp_path / 'o1' / 'p'}" in second.stdout
     assert (cache / "qmm_sm90_kernel.ptx").read_text() == "// ptx\n"
     tests2 = (tmp_path / "o2" / "test_quantized.txt").read_text()
