@@ -282,6 +282,16 @@ class Repo:
         proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
         return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
+    def version_and_date(self, commit: str) -> str:
+        """``v0.32.1-26, 2026-08-22``: the nearest tag and the distance from it
+        (``git describe --tags``, without the hash), and the committer date; the
+        short hash in place of the tag where no tag reaches ``commit``."""
+        date = self.git("log", "-1", "--format=%cs", commit)
+        proc = self.run("describe", "--tags", "--long", "--end-of-options", commit, check=False)
+        described = proc.stdout.decode().strip() if proc.returncode == 0 else ""
+        version = described.rsplit("-g", 1)[0] if described else commit[:8]
+        return f"{version}, {date}"
+
     def has_commit(self, sha: str) -> bool:
         return self.run("cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode == 0
 

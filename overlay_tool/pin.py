@@ -62,14 +62,36 @@ class Pin:
         branch = values.get("upstream.branch", "main")
         return cls(path=path, url=url, commit=commit, branch=branch)
 
-    def with_commit(self, commit: str) -> Pin:
-        """Write ``commit`` into the file (keeping its comments) and return the new pin."""
+    def with_commit(self, commit: str, note: str | None = None) -> Pin:
+        """Write ``commit`` into the file (keeping its comments) and return the new pin.
+
+        ``note`` (``v0.32.1-26, 2026-08-22``) replaces the comment line right
+        above ``commit`` where that line has the same form: it described the
+        old commit, and kept it would now say something false. Any other
+        comment is the user's and stays as it is."""
         if not _FULL_SHA.fullmatch(commit):
             raise ConfigError(f"{self.path}: refusing to write upstream.commit = {commit!r} (not a full commit id)")
         doc = tomlkit.parse(self.path.read_text(encoding="utf-8"))
         doc["upstream"]["commit"] = commit  # type: ignore[index]
-        self.path.write_text(tomlkit.dumps(doc), encoding="utf-8")
+        text = tomlkit.dumps(doc)
+        if note is not None:
+            text = _renote(text, commit, note)
+        self.path.write_text(text, encoding="utf-8")
         return Pin.load(self.path)
+
+
+#: The comment `with_commit` keeps up to date above ``commit``: a version and a date.
+_NOTE = re.compile(r"(?P<indent>[ \t]*)# \S+, \d{4}-\d{2}-\d{2}[ \t]*")
+
+
+def _renote(text: str, commit: str, note: str) -> str:
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if i and re.fullmatch(rf"\s*commit\s*=\s*[\"']{commit}[\"'].*", line):
+            above = _NOTE.fullmatch(lines[i - 1])
+            if above:
+                lines[i - 1] = f"{above['indent']}# {note}"
+    return "\n".join(lines)
 
 
 def _check_schema(path: Path, data: dict[str, Any]) -> dict[str, Any]:

@@ -91,6 +91,9 @@ class Rebase:
     items: list[Item]
     rows: list[Row] = field(default_factory=list)
     head: str = ""  # the new series so far
+    # pin.toml's note for new_pin (``v0.32.1-26, 2026-08-22``), read from the
+    # cache, whose tags the checkout lacks; "" in states of earlier versions
+    new_note: str = ""
     phase: str = "running"  # running | picking | stopped | finishing
     format: int = FORMAT
 
@@ -243,7 +246,7 @@ class Rebaser:
             orig_branch=repo.current_branch(), orig_head=old_head,
             base_before=repo.rev_parse(BASE_REF), new_branch=new_branch,
             new_branch_before=repo.rev_parse(f"refs/heads/{new_branch}"),
-            items=items_for(series, commits), head=new,
+            items=items_for(series, commits), head=new, new_note=upstream.version_and_date(new),
         )
         self._backup(repo)
         state.save(project)
@@ -448,7 +451,8 @@ class Rebaser:
         if project.pin.commit != state.new_pin:
             staged = state_dir(project) / "pin.toml.new"
             shutil.copy2(state_dir(project) / "backup" / "pin.toml", staged)
-            Pin.load(staged).with_commit(state.new_pin)  # core's edit: comments and layout kept
+            # core's edit: comments and layout kept, the version-and-date note above the commit renewed
+            Pin.load(staged).with_commit(state.new_pin, note=state.new_note or None)
             os.replace(staged, project.pin_path)
         repo.update_ref(BASE_REF, state.new_pin)
         State(pin=state.new_pin, queue=queue_hash(project.series, state.new_pin),

@@ -51,3 +51,18 @@ def test_missing_git_is_named(tmp_path: Path, git_env: dict[str, str], monkeypat
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(MissingTool, match="git is not installed"):
         run_git(["--version"])
+
+
+def test_version_and_date_names_the_nearest_tag_or_the_hash(tmp_path: Path, git_env: dict[str, str]) -> None:
+    from conftest import commit_all, sh_git
+
+    sh_git(tmp_path, "init", "-q")
+    (tmp_path / "f").write_text("1\n")
+    first = commit_all(tmp_path, "first", env={"GIT_COMMITTER_DATE": "2026-08-17T10:00:00Z"})
+    repo = Repo(tmp_path)
+    assert repo.version_and_date(first) == f"{first[:8]}, 2026-08-17"  # no tag reaches it
+    sh_git(tmp_path, "tag", "v0.32.1")
+    (tmp_path / "f").write_text("2\n")
+    second = commit_all(tmp_path, "second", env={"GIT_COMMITTER_DATE": "2026-08-22T23:30:00+09:00"})
+    assert repo.version_and_date(first) == "v0.32.1-0, 2026-08-17"
+    assert repo.version_and_date(second) == "v0.32.1-1, 2026-08-22"  # the committer's own date

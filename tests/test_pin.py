@@ -60,3 +60,29 @@ def test_with_commit_keeps_comments_and_layout(tmp_path: Path) -> None:
     assert path.read_text() == GOOD.replace(SHA, new)
     with pytest.raises(ConfigError):
         pin.with_commit("846d176")
+
+
+NOTED = f"""[upstream]
+# v0.32.0-231, 2026-08-17
+commit = "{SHA}"
+# v9, 2020-01-01
+url = "https://github.com/ml-explore/mlx.git"
+"""
+
+
+def test_with_commit_renews_the_version_note_above_the_commit(tmp_path: Path) -> None:
+    """The note in the form the tool writes, right above ``commit``, described
+    the old commit: it is replaced. The same form above another key is left."""
+    path = write(tmp_path, NOTED)
+    new = "846d176227a0ac13d2667e58d2bb68b322109ab0"
+    Pin.load(path).with_commit(new, note="v0.32.1-26, 2026-08-22")
+    assert path.read_text() == NOTED.replace(SHA, new).replace("v0.32.0-231, 2026-08-17", "v0.32.1-26, 2026-08-22")
+
+
+@pytest.mark.parametrize("above", ["# pinned for the CUDA fix", "# v0.32.0-231 (2026-08-17)", ""])
+def test_with_commit_keeps_any_other_comment_above_the_commit(tmp_path: Path, above: str) -> None:
+    text = NOTED.replace("# v0.32.0-231, 2026-08-17", above)
+    path = write(tmp_path, text)
+    new = "846d176227a0ac13d2667e58d2bb68b322109ab0"
+    Pin.load(path).with_commit(new, note="v0.32.1-26, 2026-08-22")
+    assert path.read_text() == text.replace(SHA, new)

@@ -58,13 +58,18 @@ A1, B2 = "0001-Change-a.patch", "0002-Change-b.patch"
 
 
 def test_clean_bump_moves_pin_keeps_comments_and_unchanged_patch_bytes(toy_queue: Toy) -> None:
+    # pin.toml as this project's: a version-and-date note right above the commit.
+    pin_path = toy_queue.project.root / "pin.toml"
+    pin_path.write_text(pin_path.read_text().replace("commit = ", "# v0.1-3, 2026-08-17\ncommit = "))
     before = snapshot(toy_queue)
     new = bump(toy_queue, "upstream edits the README", {"README": "toy=>toy, now bigger"})
+    sh_git(toy_queue.upstream, "tag", "v0.2", f"{new}~1")
+    date = sh_git(toy_queue.upstream, "log", "-1", "--format=%cs", new)
     lines: list[str] = []
     rebaser(toy_queue, lines).start("main")
     assert rows_of(lines) == {A1: "clean", B2: "clean"}
-    pin = (toy_queue.project.root / "pin.toml").read_text()
-    assert f'commit = "{new}"  # keep me' in pin and pin.startswith("# the toy pin\n")
+    pin = pin_path.read_text()
+    assert f'# v0.2-1, {date}\ncommit = "{new}"  # keep me' in pin and pin.startswith("# the toy pin\n")
     after = snapshot(toy_queue)
     assert after[f"patches/{A1}"] == before[f"patches/{A1}"] and after[f"patches/{B2}"] == before[f"patches/{B2}"]
     assert any("range-diff" in line for line in lines) and any(" = " in line for line in lines)
