@@ -42,7 +42,9 @@ def test_real_bump_to_846d176_in_a_scratch_copy(project: Project, upstream_cache
     assert set(results) == set(names) and all(r in APPLIED for r in results.values()), results
     assert "range-diff" in text and "re-export unchanged" in text  # check ran on the new pin
     assert copy.pin.commit == TARGET
-    assert "# v0.32.0-231" in (root / "pin.toml").read_text()  # comments kept
+    pin_text = (root / "pin.toml").read_text()
+    assert "# The upstream commit the patch queue" in pin_text  # comments kept
+    assert f'# v0.32.1-26, 2026-08-22\ncommit = "{TARGET}"' in pin_text  # the note names the new pin
     assert sh_git(copy.work_dir, "rev-parse", "refs/overlay/base") == TARGET
     assert not state_dir(copy).exists()
     assert project.pin_path.read_bytes() == pin_before  # the real pin.toml is left alone
