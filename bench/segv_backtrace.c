@@ -5,11 +5,16 @@
 // frames; it restores the handler it replaced (this one) and raises the signal
 // again, so both stacks are printed.
 //
+// It writes to a copy of the process's stderr taken at load time: pytest
+// points fd 2 at a capture file while a test runs, and that file is lost when
+// the process dies (faulthandler, too, writes to the stderr pytest started with).
+//
 // Build: cc -shared -fPIC -O1 -o segv_backtrace.so bench/segv_backtrace.c
 // (glibc's backtrace(), which unwinds through the signal frame).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,9 +22,10 @@
 #include <unistd.h>
 
 static char alt_stack[1 << 16];
+static int out_fd = STDERR_FILENO;
 
 static void say(const char* s) {
-  ssize_t unused = write(STDERR_FILENO, s, strlen(s));
+  ssize_t unused = write(out_fd, s, strlen(s));
   (void)unused;
 }
 
@@ -55,7 +61,7 @@ static void on_fault(int sig, siginfo_t* info, void* context) {
   }
   void* frames[128];
   int depth = backtrace(frames, 128);
-  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+  backtrace_symbols_fd(frames, depth, out_fd);
   say("segv_backtrace: end\n");
   raise(sig);
 }
@@ -64,6 +70,10 @@ __attribute__((constructor)) static void install(void) {
   // backtrace() loads libgcc_s on first use; not in a signal handler.
   void* warm[1];
   backtrace(warm, 1);
+  int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
+  if (fd >= 0) {
+    out_fd = fd;
+  }
   stack_t ss = {.ss_sp = alt_stack, .ss_size = sizeof alt_stack};
   sigaltstack(&ss, NULL);
   struct sigaction sa;

@@ -408,6 +408,16 @@ def test_segv_backtrace_prints_the_native_stack_after_faulthandler(tmp_path: Pat
     frames = lines[start + 2:lines.index("segv_backtrace: end")]
     assert any("ctypes" in f for f in frames) and any("libc.so" in f for f in frames), frames
     assert "segv_backtrace" not in plain.stderr
+    # Under pytest, which points fd 2 at a capture file while a test runs (lost
+    # when the process dies): the stack still reaches the stderr pytest started
+    # with, as on the device (session 20's first run there printed nothing).
+    (tmp_path / "test_crash.py").write_text("import ctypes\n\n\ndef test_crash():\n    ctypes.string_at(0)\n")
+    under_pytest = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_crash.py"],
+                                  cwd=tmp_path, capture_output=True, text=True,
+                                  env={**os.environ, "LD_PRELOAD": str(lib), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert under_pytest.returncode == -signal.SIGSEGV
+    assert "segv_backtrace: signal 11 (Segmentation fault)" in under_pytest.stderr, under_pytest.stderr
+    assert "segv_backtrace: end" in under_pytest.stderr
     # Without faulthandler the handler sees the fault itself and names where it was.
     direct = subprocess.run(crash[:1] + crash[3:], capture_output=True, text=True,
                             env={**os.environ, "LD_PRELOAD": str(lib)})
