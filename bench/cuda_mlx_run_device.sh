@@ -217,17 +217,21 @@ cd "$K/mlx/python/tests"
 # unittest formats a failed comparison with repr(); show arrays through numpy,
 # so that a failure is reported with its subtest's parameters even where
 # repr() of an array fails.
+# numpy is imported in the function, not here: pytest imports conftest.py before
+# the tests, and numpy's libstdc++.so.6 loaded before the module of a build whose
+# module carries its own static libstdc++ (the H200 image's g++) crashes the
+# first C++ error message (session 21: docs/benchmarks.md, "The crash").
 cat >conftest.py <<'PY'
 import unittest.case
 import unittest.util
-
-import numpy as np
 
 _safe_repr = unittest.util.safe_repr
 
 
 def safe_repr(obj, short=False):
     if type(obj).__module__.startswith("mlx"):
+        import numpy as np
+
         try:
             return "array(%s)" % np.asarray(obj).tolist()
         except Exception as e:  # noqa: BLE001
