@@ -38,8 +38,13 @@ except ValueError as e:
 done
 
 echo "== 2. toolchain"
-cxx=$(command -v c++ || command -v g++)
+# The compiler CMake takes: CXX where set (the H200 image sets /opt/gcc/bin/g++).
+cxx=${CXX:-$(command -v c++ || command -v g++)}
 echo "c++: $cxx -> $(readlink -f "$cxx"); $("$cxx" --version | head -1)"
+"$cxx" -v 2>&1 | grep -o -- '--\(prefix\|libdir\|enable-shared\|disable-shared\|with-static-standard-libraries\|enable-static\)[^ ]*' | tr '\n' ' '
+echo
+ls -d "$(dirname "$(readlink -f "$cxx")")"/../lib* 2>&1 | tr '\n' ' '
+echo
 for f in libstdc++.so libstdc++.so.6 libstdc++.a libstdc++_nonshared.a; do
   echo "  -print-file-name=$f: $("$cxx" -print-file-name=$f)"
 done
