@@ -58,6 +58,9 @@ link_headers() {
   ln -sfn "$D/cutlass/include/cute" "$inc/cute"
   ln -sfn "$D/cccl/include" "$inc/cccl"
   ls -la "$K/mlx/python/mlx/"core*.so
+  # A module with a libstdc++ of its own crashes where numpy comes first.
+  bash "$HERE/cuda_stdcxx.sh" check "$K/mlx/python/mlx/"core*.so ||
+    echo "warning: the module carries its own libstdc++ (above)"
 }
 if [ -n "$FROM_PACK" ]; then
   bash "$HERE/cuda_mlx_pack.sh" unpack "$KIT_TAR" "$WORK" "$FROM_PACK" || exit 1
@@ -73,6 +76,10 @@ echo "c++: $(command -v c++ g++ | tr '\n' ' ')${CXX:+(CXX=$CXX)}"
 echo "Python.h: $("$PY" -c 'import sysconfig, os; p = sysconfig.get_paths()["include"]; print(p, os.path.exists(p + "/Python.h"))')"
 
 if [ ! -f "$WORK/build/build.ninja" ]; then
+  # The module needs the system's libstdc++.so.6, as MLX's wheels do, where the
+  # compiler would link its static one (the H200 image's; bench/cuda_stdcxx.sh).
+  STDCXX_L=$(bash "$HERE/cuda_stdcxx.sh" link-flags "${CXX:-c++}" "$WORK/stdcxx")
+  echo "libstdc++: ${STDCXX_L:-as ${CXX:-c++} links it}"
   cmake -S "$K/mlx" -B "$WORK/build" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release \
     -DMLX_BUILD_CUDA=ON -DMLX_BUILD_METAL=OFF -DMLX_CUDA_ARCHITECTURES=90a \
@@ -81,6 +88,7 @@ if [ ! -f "$WORK/build/build.ninja" ]; then
     -DMLX_USE_CCACHE=OFF \
     -DPython_EXECUTABLE="$PY" \
     -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$K/mlx/python/mlx" \
+    -DCMAKE_SHARED_LINKER_FLAGS="$STDCXX_L" -DCMAKE_MODULE_LINKER_FLAGS="$STDCXX_L" \
     -DFETCHCONTENT_FULLY_DISCONNECTED=ON \
     -DFETCHCONTENT_SOURCE_DIR_CCCL="$D/cccl" \
     -DFETCHCONTENT_SOURCE_DIR_NVTX3="$D/nvtx" \

@@ -489,3 +489,56 @@ def test_run_script_on_the_cpu_carries_a_call_on(tmp_path: Path, mlx_python: str
         third = call("o3", "test_quantized.py::TestQuantized::test_throw", **{bad[0]: str(bad[1])})
         assert third.returncode == 2 and third.stdout == "", third.stdout + third.stderr
         assert third.stderr.strip().splitlines() == [third.stderr.strip()] and says in third.stderr
+
+
+def test_stdcxx_gives_the_module_the_shared_runtime(tmp_path: Path) -> None:
+    """bench/cuda_stdcxx.sh: a compiler that finds only libstdc++.a beside it
+    (as the H200 image's /opt/gcc/bin/g++ does, which made the module export
+    libstdc++'s unique symbols and crash where numpy came first) gets -L a
+    folder whose libstdc++.so names the system's libstdc++.so.6, and links
+    against it with that flag; `check` names a library that carries its own.
+    Control: the machine's g++, which links the shared runtime, gets no flag."""
+    gxx = shutil.which("g++")
+    if gxx is None or shutil.which("readelf") is None:
+        pytest.skip("no g++ or readelf here to link the probe library")
+    static_a = subprocess.run([gxx, "-print-file-name=libstdc++.a"], capture_output=True, text=True).stdout.strip()
+    if not Path(static_a).is_file():
+        pytest.skip(f"{gxx} has no libstdc++.a to play a compiler that links it statically")
+    own = tmp_path / "gcc-lib"
+    own.mkdir()
+    (own / "libstdc++.a").symlink_to(static_a)
+    fake = tmp_path / "g++"
+    fake.write_text(f'#!/bin/sh\nexec {gxx} -B{own}/ "$@"\n')
+    fake.chmod(0o755)
+    script = str(ROOT / "bench" / "cuda_stdcxx.sh")
+    src = tmp_path / "f.cpp"
+    src.write_text('#include <sstream>\nextern "C" int f(long v) { std::ostringstream o; o << v; return 0; }\n')
+
+    def needed(lib: Path) -> list[str]:
+        dyn = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True, check=True).stdout
+        return re.findall(r"Shared library: \[([^\]]+)\]", dyn)
+
+    subprocess.run([str(fake), "-shared", "-fPIC", "-o", str(tmp_path / "static.so"), str(src)], check=True)
+    assert "libstdc++.so.6" not in needed(tmp_path / "static.so")  # the fault, played
+    check = subprocess.run(["bash", script, "check", str(tmp_path / "static.so")], capture_output=True, text=True)
+    assert check.returncode == 1 and check.stderr.count("\n") == 1, check.stderr
+    assert f"{tmp_path / 'static.so'}: carries its own libstdc++" in check.stderr and "import mlx before numpy" in check.stderr
+
+    flags = subprocess.run(["bash", script, "link-flags", str(fake), str(tmp_path / "stdcxx")],
+                           capture_output=True, text=True)
+    assert flags.returncode == 0 and flags.stdout.strip() == f"-L{tmp_path / 'stdcxx'}", flags.stderr
+    assert Path(os.path.realpath(tmp_path / "stdcxx" / "libstdc++.so")).name.startswith("libstdc++.so.6")
+    subprocess.run([str(fake), "-shared", "-fPIC", "-o", str(tmp_path / "fixed.so"), str(src), flags.stdout.strip()],
+                   check=True)
+    assert "libstdc++.so.6" in needed(tmp_path / "fixed.so")
+    assert subprocess.run(["bash", script, "check", str(tmp_path / "fixed.so")]).returncode == 0
+
+    control = subprocess.run(["bash", script, "link-flags", gxx, str(tmp_path / "unused")],
+                             capture_output=True, text=True)
+    assert control.returncode == 0 and control.stdout == "" and not (tmp_path / "unused").exists()
+    # The build passes the flag to the module's link and checks what it built
+    # (and what it unpacked from a pack made before).
+    build = (ROOT / "bench" / "cuda_mlx_build_device.sh").read_text()
+    assert 'cuda_stdcxx.sh" link-flags "${CXX:-c++}"' in build
+    assert '-DCMAKE_SHARED_LINKER_FLAGS="$STDCXX_L" -DCMAKE_MODULE_LINKER_FLAGS="$STDCXX_L"' in build
+    assert 'cuda_stdcxx.sh" check' in build.split("link_headers() {")[1].split("\n}\n")[0]
