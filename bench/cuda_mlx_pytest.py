@@ -2,9 +2,10 @@
 """Run MLX's Python tests one process after another until every test has an
 outcome, however many of those processes crash.
 
-On the H200 image, a C++ exception that reaches Python can kill the
-interpreter (docs/upstream-reports.md, 3): in the run of 2026-12-02 (session
-17) test_mxfp4_quantize_dequantize's first `assertRaises(ValueError)` ended
+On the H200 image, a C++ exception that reached Python could kill the
+interpreter (until session 21 the build's module carried a static libstdc++
+that broke where numpy was imported first: bench/cuda_stdcxx.sh): in the run
+of 2026-12-02 (session 17) test_mxfp4_quantize_dequantize's first `assertRaises(ValueError)` ended
 a plain serial pytest with a segmentation fault at 42% of the file, after
 earlier tests had raised and caught the same error. pytest-xdist replaces a
 crashed worker, but in the same session its workers also failed while

@@ -102,9 +102,10 @@ if [ -z "${SKIP_TESTS:-}" ]; then
 # SKIP_PROBE=1 leaves the probes out (about 40 s).
 if [ -z "${SKIP_PROBE:-}" ]; then
 # Does a C++ exception reach Python? (In the run of 2026-11-30 every test
-# that expects a ValueError crashed the interpreter; in that of 2026-12-01 it
-# reached Python on both builds, and the interpreter sometimes aborted at
-# exit: docs/upstream-reports.md, 3. The last 4 lines show both.)
+# that expects a ValueError crashed the interpreter: the module's static
+# libstdc++ with numpy imported first, bench/cuda_stdcxx.sh; in that of
+# 2026-12-01 it reached Python on both builds, and the interpreter sometimes
+# aborted at exit: docs/upstream-reports.md, 3. The last 4 lines show both.)
 PYTHONPATH=$PATCHED python3 -c '
 import mlx.core as mx
 try:
@@ -114,7 +115,8 @@ except ValueError as e:
 echo "exception probe rc ${PIPESTATUS[0]}"
 # Which C++ runtime and unwinder the module is linked to and which the
 # process maps: two of them in one process is one way an exception can kill
-# it (the build's compiler is /opt/gcc's; the image's Python has its own).
+# it (it was: a static copy in the module beside numpy's libstdc++.so.6,
+# session 21; ldd also lists what the module's libraries need).
 ldd "$PATCHED"/mlx/core*.so | grep -E 'libstdc|libgcc_s' | sed 's/^\s*/module links: /'
 PYTHONPATH=$PATCHED python3 -c '
 import mlx.core
@@ -220,7 +222,7 @@ cd "$K/mlx/python/tests"
 # numpy is imported in the function, not here: pytest imports conftest.py before
 # the tests, and numpy's libstdc++.so.6 loaded before the module of a build whose
 # module carries its own static libstdc++ (the H200 image's g++) crashes the
-# first C++ error message (session 21: docs/benchmarks.md, "The crash").
+# first C++ error message (session 21: docs/benchmarks.md, "The crash found").
 cat >conftest.py <<'PY'
 import unittest.case
 import unittest.util
@@ -248,7 +250,8 @@ PY
 # 2026-12-02 a plain serial run died at 42% of the file, in an
 # assertRaises, and the pytest-xdist run failed reporting unittest subtests
 # and did not end in 330 s). The image's pytest plugins are left out (PyTorch's venv:
-# with them any C++ exception that reaches Python crashed the process). TESTS
+# with them any C++ exception that reached Python crashed a module with a static
+# libstdc++, jaxtyping's most likely by importing numpy first). TESTS
 # (pytest arguments that select tests of test_quantized.py), NAMES (test
 # names, run in that order: shorter than node ids in a device command of
 # 2000 characters), EXCLUDE (test names left out, exactly: test_qmm leaves

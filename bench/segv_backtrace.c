@@ -1,9 +1,9 @@
 // The native stack of a process that dies of a fault, on stderr: loaded with
 // LD_PRELOAD by bench/cuda_mlx_run_device.sh (SEGV_TRACE=1) to find where the
-// SIGSEGV at the first assertRaises of some of MLX's tests on the H200 happens
-// (docs/upstream-reports.md, 3). Python's faulthandler prints only Python
-// frames; it restores the handler it replaced (this one) and raises the signal
-// again, so both stacks are printed.
+// SIGSEGV at the first assertRaises of some of MLX's tests on the H200 happened
+// (it found it in session 21: the module's static libstdc++, bench/cuda_stdcxx.sh).
+// Python's faulthandler prints only Python frames; it restores the handler it
+// replaced (this one) and raises the signal again, so both stacks are printed.
 //
 // It writes to a copy of the process's stderr taken at load time: pytest
 // points fd 2 at a capture file while a test runs, and that file is lost when
