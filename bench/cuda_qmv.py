@@ -283,10 +283,14 @@ def cmd_build(args: argparse.Namespace) -> int:
          str(bdir / "patched_matrix.o"), "-o", str(bdir / "qmv_matrix"),
          "-Xcompiler", "-static-libstdc++", "-Xcompiler", "-static-libgcc"],
         bdir / "link_matrix.log")
-    # The probe's harness substrate (overlay_tool/probe_harness.py) loads this.
+    # The probe's harness substrate (overlay_tool/probe_harness.py) loads this
+    # into a Python that has imported numpy. Its static libstdc++ stays hidden:
+    # exported, its unique symbols (the locale facets' ids) would bind to
+    # numpy's libstdc++.so.6 and break its own locale (bench/cuda_stdcxx.sh).
     run([nvcc] + ARCH + ["-shared", str(bdir / "qmv_probe.o"), str(bdir / "stock_entry.o"),
          str(bdir / "patched_entry.o"), "-o", str(bdir / "libqmv_probe.so"),
-         "-Xcompiler", "-static-libstdc++", "-Xcompiler", "-static-libgcc"],
+         "-Xcompiler", "-static-libstdc++", "-Xcompiler", "-static-libgcc",
+         "-Xlinker", "--exclude-libs,ALL"],
         bdir / "link_probe.log")
     table = "## stock\n" + ptxas_table(logs["stock"]) + "\n## patched\n" + ptxas_table(logs["patched"])
     matrix = ("## stock (configuration matrix)\n" + ptxas_table(logs["stock_matrix"])

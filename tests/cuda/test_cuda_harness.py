@@ -627,6 +627,9 @@ def test_harness_compiles_host_side(harness_build: Path) -> None:
         syms = subprocess.run([nm, "-D", str(harness_build / "libqmv_probe.so")],
                               capture_output=True, text=True, check=True).stdout
         assert " T qmv_probe" in syms and " T qmv_probe_error" in syms
+        # Its static libstdc++ is not exported (no unique symbols to bind to
+        # numpy's libstdc++.so.6: the H200 crash of session 21).
+        assert not re.search(r" [uTWBVD] _ZN(St|Ss|So|Si|KSt)", syms), syms[:2000]
 
 
 @pytest.mark.integration
