@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Which part of MLX's tests folder makes test_throw crash on the H200
-# (docs/upstream-reports.md, 5): the statements pass in a file of their own
-# under the same pytest (plugins off), and crash in python/tests/test_quantized.py
-# (session 20). Each variant runs in a fresh process, twice, with the native
+# Which part of MLX's tests folder made test_throw crash on the H200: the
+# statements passed in a file of their own under the same pytest (plugins
+# off), and crashed in python/tests/test_quantized.py (session 20). Session 21
+# found it: only with the run script's conftest.py, which imported numpy first
+# (bench/cuda_stdcxx.sh says why). Each variant runs in a fresh process, twice, with the native
 # stack of bench/segv_backtrace.c preloaded; one line per run:
 #   VARIANT RUN rc N
 # and the outputs in OUT/throw_VARIANT_RUN.txt.
