@@ -1,0 +1,153 @@
+"""bench/cuda_sass.py: loops and their instructions from `cuobjdump -sass`.
+
+The parsing is tested on SASS text written here (the shapes ptxas gives the
+streamed kernel's ring loop); where nvcc exists, a kernel compiled here is
+read with the pinned cuobjdump from PyPI (fetched into the cache once).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import cuda_sass  # bench/cuda_sass.py (conftest puts bench/ on sys.path)
+
+# A kernel as cuobjdump prints it: a ring loop (0x0040-0x00c0) whose copy
+# stage ptxas put before it (0x0100 is reached by `@P0 BRA` and jumps back
+# with an unconditional BRA), a loop exit, the trap after EXIT.
+SASS = """
+	code for sm_90a
+		Function : _Z4ringPfPKfi
+	.headerflags	@"EF_CUDA_TEXMODE_UNIFIED EF_CUDA_64BIT_ADDRESS EF_CUDA_SM90"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                        /* 0x00000a00ff017b82 */
+        /*0010*/                   S2R R0, SR_TID.X ;                            /* 0x0000000000007919 */
+        /*0020*/                   BRA 0x40 ;                                    /* 0x0000000000047947 */
+        /*0030*/                   NOP ;                                         /* 0x0000000000007918 */
+        /*0040*/                   DEPBAR.LE SB0, 0x6 ;                          /* 0x000081800000791a */
+        /*0050*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;                 /* 0x0000000000007b1d */
+        /*0060*/               @P0 BRA 0x100 ;                                   /* 0x0000000000240947 */
+        /*0070*/                   LDS.64 R6, [R17] ;                            /* 0x0000000011067984 */
+        /*0080*/                   HFMA2.BF16_V2 R8, R6, R2, R3 ;                /* 0x0000000206087231 */
+        /*0090*/                   FFMA R10, R8, R9, R10 ;                       /* 0x000000090a0a7223 */
+        /*00a0*/               @P1 BRA 0x130 ;                                   /* 0x0000000000201947 */
+        /*00b0*/                   FFMA R11, R8, R9, R11 ;                       /* 0x000000090b0b7223 */
+        /*00c0*/              @!P2 BRA 0x40 ;                                    /* 0xffffffff00e0a947 */
+        /*00d0*/                   EXIT ;                                        /* 0x000000000000794d */
+        /*00e0*/                   NOP ;                                         /* 0x0000000000007918 */
+        /*00f0*/                   NOP ;                                         /* 0x0000000000007918 */
+        /*0100*/                   IADD3 R35, P1, R35, 0x100, RZ ;               /* 0x0000010023237810 */
+        /*0110*/              @!P3 LDGSTS.E.BYPASS.LTC128B.128 [R2], desc[UR6][R6.64] ; /* 0x0000000006028fae */
+        /*0120*/                   BRA 0x70 ;                                    /* 0xffffff4000007947 */
+        /*0130*/                   STG.E [R4.64], R10 ;                          /* 0x0000000a04007986 */
+        /*0140*/                   EXIT ;                                        /* 0x000000000000794d */
+        /*0150*/                   BRA 0x150;                                    /* 0xfffffffc00fc7947 */
+		..........
+"""
+
+
+def test_loops_count_an_iteration_with_its_out_of_line_copy_stage() -> None:
+    (kernel,) = cuda_sass.parse_sass(SASS)
+    assert kernel.mangled == "_Z4ringPfPKfi"
+    assert len(kernel.instrs) == 22
+    # The unconditional BRA 0x40 at 0x20 goes forward; 0x150 branches to
+    # itself (the trap after EXIT); 0x120 jumps back into the loop from
+    # outside it: none of them is a loop.
+    (loop,) = cuda_sass.loops(kernel)
+    assert (loop.start, loop.end) == (0x40, 0xC0)
+    assert [i.addr for i in loop.out_of_line] == [0x100, 0x110, 0x120]
+    assert len(loop.per_iteration) == 9 + 3
+    ops = loop.opcodes()
+    assert ops["FFMA"] == 2 and ops["HFMA2.BF16_V2"] == 1
+    assert ops["LDGSTS.E.BYPASS.LTC128B.128"] == 1  # predicated, counted once
+    assert ops["BRA"] == 4
+    assert "STG.E" not in ops  # the exit block does not come back
+
+
+def test_report_names_the_kernel_and_refuses_a_pattern_that_matches_none() -> None:
+    kernels = cuda_sass.parse_sass(SASS)
+    text = cuda_sass.report(kernels, "ring", all_loops=False)
+    assert "22 instructions" in text
+    assert "loop 0x0040-0x00c0: 12 per iteration (9 in line, 3 out of line)" in text
+    with pytest.raises(cuda_sass.SassError, match="no kernel matches 'qmv'"):
+        cuda_sass.report(kernels, "qmv", all_loops=False)
+
+
+def test_a_missing_object_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    assert cuda_sass.main(["loops", str(tmp_path / "absent.o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"cuda_sass.py: error: {tmp_path / 'absent.o'}: not found"
+
+
+@pytest.mark.integration
+def test_loops_reads_a_kernel_nvcc_compiled(tmp_path: Path) -> None:
+    """nvcc (sm_90a) on a kernel with one loop of float multiply-adds; the
+    pinned cuobjdump reads it (CI, which has nvcc and PyPI, must get it)."""
+    nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+    if not nvcc:
+        pytest.skip("nvcc not found: only the parsing is tested without it")
+    src = tmp_path / "loop.cu"
+    src.write_text(
+        "__global__ void dot(float* out, const float* a, const float* b, int n) {\n"
+        "  float s = 0;\n"
+        "  for (int i = threadIdx.x; i < n; i += 32) s = fmaf(a[i], b[i], s);\n"
+        "  out[threadIdx.x] = s;\n"
+        "}\n")
+    obj = tmp_path / "loop.o"
+    subprocess.run([nvcc, "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-c", str(src), "-o",
+                    str(obj)], check=True)
+    try:
+        kernels = cuda_sass.sass_of(obj)
+    except cuda_sass.SassError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI has nvcc and PyPI, so cuobjdump must be fetched: {e}")
+        pytest.skip(str(e))
+    (kernel,) = [k for k in kernels if k.name.startswith("dot(")]
+    found = cuda_sass.loops(kernel)
+    assert found and all(lp.opcodes()["FFMA"] >= 1 for lp in found), [lp.opcodes() for lp in found]
+
+
+@pytest.mark.integration
+def test_compile_counts_the_8_bit_tile_loop_of_the_patched_dispatch(
+    pinned_checkout: Path, patched_checkout: Path, tmp_path: Path
+) -> None:
+    """`compile` builds one instantiation of the queue's kernels: the
+    dispatch's bfloat16 8-bit M = 1 kernel, whose tile loop (4 rows x 8
+    elements per lane) makes each element with one FADD and applies it with
+    one FFMA (docs/benchmarks.md, "Instructions per element at M = 1"). An
+    instantiation the header does not have is a one-line nvcc error."""
+    from .test_cuda_harness import _missing, _nvcc_inputs
+
+    inputs = _nvcc_inputs()
+    if isinstance(inputs, str):
+        _missing(inputs)
+    nvcc, headers, fmt = inputs
+    import cuda_qmv
+
+    kernels = tmp_path / "patched_kernels.cuh"
+    kernels.write_text(cuda_qmv.patched_kernels(patched_checkout))
+    instance = ("qmv_streamed_kernel<2, 4, 1, 8, 8, 64, true, false, cutlass::bfloat16_t, uint8_t,"
+                " cutlass::bfloat16_t>")
+    obj = tmp_path / "one.o"
+    cuda_sass.compile_instance(kernels, instance, obj, pinned_checkout, headers, fmt, nvcc)
+    try:
+        found = cuda_sass.sass_of(obj)
+    except cuda_sass.SassError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI has nvcc and PyPI, so cuobjdump must be fetched: {e}")
+        pytest.skip(str(e))
+    (kernel,) = found
+    assert kernel.name.startswith("void mlx::core::cu::qmv_streamed_kernel<2, 4, 1, 8, 8, 64, true")
+    # The full-size blocks' loop first, then the half-size blocks' (2 rows).
+    full, half = cuda_sass.loops(kernel)
+    for loop, elems in ((full, 32), (half, 16)):
+        ops = loop.opcodes()
+        assert (ops["FFMA"], ops["FADD"], ops["PRMT"]) == (elems, elems, elems), ops
+        assert ops["HFMA2.BF16_V2"] + ops["HFMA2.MMA.BF16_V2"] == elems, ops
+    assert len(full.per_iteration) <= 204, len(full.per_iteration)  # session 23's count
+
+    with pytest.raises(cuda_sass.SassError, match=r"one\.cu: nvcc failed: .*error"):
+        cuda_sass.compile_instance(kernels, instance.replace("kernel<", "kernel_absent<"), tmp_path / "bad" / "one.o",
+                                   pinned_checkout, headers, fmt, nvcc)
