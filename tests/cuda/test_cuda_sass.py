@@ -151,3 +151,42 @@ def test_compile_counts_the_8_bit_tile_loop_of_the_patched_dispatch(
     with pytest.raises(cuda_sass.SassError, match=r"one\.cu: nvcc failed: .*error"):
         cuda_sass.compile_instance(kernels, instance.replace("kernel<", "kernel_absent<"), tmp_path / "bad" / "one.o",
                                    pinned_checkout, headers, fmt, nvcc)
+
+
+def test_8bit_m1_device_script_profiles_each_problem_in_one_csv_then_times_them(tmp_path: Path) -> None:
+    """bench/cuda_qmv_8bit_m1_device.sh with stand-ins for ncu, nvidia-smi
+    and qmv_bench: one ncu run over the four problems (a child process
+    each, so one CSV), then `--time` of each, stock beside."""
+    root = Path(__file__).resolve().parents[2]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.txt"
+    (bin_dir / "ncu").write_text(
+        "#!/bin/bash\n"
+        f'[ "$1" = --version ] && {{ echo "Version 0"; exit 0; }}\n'
+        f'echo "ncu $*" >> {log}\n'
+        'while [ "$1" != bash ]; do shift; done; shift; bash "$@"\n'
+        'echo \'"ID","Kernel Name"\'\n')
+    (bin_dir / "nvidia-smi").write_text("#!/bin/bash\necho 'NVIDIA H200, 580'\n")
+    bench = tmp_path / "qmv_bench"
+    bench.write_text(
+        "#!/bin/bash\n"
+        f'echo "qmv_bench $*" >> {log}\n'
+        'if [ "$1" = --out ]; then echo "shape,us" >> "$2/cuda_qmv_time.csv"; fi\n')
+    for f in (*bin_dir.iterdir(), bench):
+        f.chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    run = subprocess.run(["bash", str(root / "bench" / "cuda_qmv_8bit_m1_device.sh"), str(bench), str(out)],
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text().splitlines()
+    ncu = [c for c in calls if c.startswith("ncu ")]
+    assert len(ncu) == 1 and "--target-processes all" in ncu[0] and "--clock-control none" in ncu[0]
+    specs = ["0,8,4096,14336", "1,8,4096,14336", "0,8,14336,4096", "1,8,14336,4096"]
+    assert [c for c in calls if c.startswith("qmv_bench --profile")] == [
+        f"qmv_bench --profile {s} 2,4,1,8,1" for s in specs]
+    assert [c for c in calls if "--time" in c] == [
+        f"qmv_bench --out {out} --time {s} 2,4,1,8,1" for s in specs]
+    assert (out / "ncu.csv").read_text().startswith('"ID"')
+    assert "NVIDIA H200" in (out / "env.txt").read_text()

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# What bounds 8-bit M = 1 (session 23), one device call: Nsight Compute on
+# stock qmv_kernel at M = 1 and on the dispatch's M = 1 configuration
+# (2, 4, 1, 8), bfloat16 and float16, on 4096 x 14336 and 14336 x 4096 (one
+# process per problem, all in one CSV): executed instructions, issue rate,
+# pipe utilization, stalls. Then `qmv_bench --time` of the same beside stock
+# (rotated weights, median of 30) and the read roofline.
+# Usage: cuda_qmv_8bit_m1_device.sh QMV_BENCH OUT
+#   (QMV_BENCH: bench/cuda_qmv.py build's build/cuda_qmv/qmv_bench, carried)
+# Summary: python3 bench/cuda_qmv_ncu.py OUT/ncu.csv
+set -uo pipefail
+BIN=$(realpath "$1"); OUT=$2
+mkdir -p "$OUT"
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv
+  ncu --version | tail -1
+  date -u
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+SPECS="0,8,4096,14336 1,8,4096,14336 0,8,14336,4096 1,8,14336,4096"
+S=smsp__average_warps_issue_stalled
+M=""
+for r in barrier long_scoreboard short_scoreboard wait math_pipe_throttle \
+    mio_throttle lg_throttle not_selected selected dispatch_stall \
+    no_instruction branch_resolving drain membar imc_miss sleeping \
+    tex_throttle misc; do
+  M="$M,${S}_${r}_per_issue_active.ratio"
+done
+# Pipe utilization (the heavy and lite FMA pipes, ALU) beside the sections
+# the earlier profiles read.
+M="$M,sm__inst_executed_pipe_fmaheavy.avg.pct_of_peak_sustained_active"
+M="$M,sm__inst_executed_pipe_fmalite.avg.pct_of_peak_sustained_active"
+M="$M,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active"
+M="$M,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"
+M="$M,sm__inst_executed_pipe_uniform.avg.pct_of_peak_sustained_active"
+RUNS=""
+for s in $SPECS; do RUNS="$RUNS $BIN --profile $s 2,4,1,8,1;"; done
+ncu --clock-control none --target-processes all -k regex:qmv \
+  --section SpeedOfLight --section Occupancy --section LaunchStats \
+  --section SchedulerStats --section WarpStateStats --section InstructionStats \
+  --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+  --metrics "${M#,}" --page details --csv bash -c "$RUNS" > "$OUT/ncu.csv" 2> "$OUT/ncu_err.txt"
+echo "ncu exit $? ($(wc -l < "$OUT/ncu.csv") lines)"
+for s in $SPECS; do
+  "$BIN" --out "$OUT" --time "$s" 2,4,1,8,1 >> "$OUT/time_log.txt" 2>&1
+done
+echo "time exit $?"
+cat "$OUT/cuda_qmv_time.csv"
