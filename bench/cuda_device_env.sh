@@ -10,6 +10,19 @@ record_env() {
   cat "$1/env.txt"
 }
 
+# ncu_stall_metrics: the --metrics list of the profiles (stall reasons, in
+# cycles per issued instruction), comma-separated.
+ncu_stall_metrics() {
+  local m="" r
+  for r in barrier long_scoreboard short_scoreboard wait math_pipe_throttle \
+      mio_throttle lg_throttle not_selected selected dispatch_stall \
+      no_instruction branch_resolving drain membar imc_miss sleeping \
+      tex_throttle misc; do
+    m="$m,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
+  done
+  echo "${m#,}"
+}
+
 # begin_run C OUT: for a device script's first two arguments, sets C and
 # O, makes OUT, records the environment there and sets status=0.
 begin_run() {

@@ -10,22 +10,11 @@
 # Summary: python3 bench/cuda_qmv_ncu.py OUT/ncu.csv
 set -uo pipefail
 BIN=$(realpath "$1"); OUT=$2
-mkdir -p "$OUT"
-{
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv
-  ncu --version | tail -1
-  date -u
-} > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
+. "$(dirname "$0")/cuda_device_env.sh"
+record_env "$OUT"
+ncu --version | tail -1 | tee -a "$OUT/env.txt"
 SPECS="0,8,4096,14336 1,8,4096,14336 0,8,14336,4096 1,8,14336,4096"
-S=smsp__average_warps_issue_stalled
-M=""
-for r in barrier long_scoreboard short_scoreboard wait math_pipe_throttle \
-    mio_throttle lg_throttle not_selected selected dispatch_stall \
-    no_instruction branch_resolving drain membar imc_miss sleeping \
-    tex_throttle misc; do
-  M="$M,${S}_${r}_per_issue_active.ratio"
-done
+M=$(ncu_stall_metrics)
 # Pipe utilization (the heavy and lite FMA pipes, ALU) beside the sections
 # the earlier profiles read.
 M="$M,sm__inst_executed_pipe_fmaheavy.avg.pct_of_peak_sustained_active"
@@ -39,7 +28,7 @@ ncu --clock-control none --target-processes all -k regex:qmv \
   --section SpeedOfLight --section Occupancy --section LaunchStats \
   --section SchedulerStats --section WarpStateStats --section InstructionStats \
   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-  --metrics "${M#,}" --page details --csv bash -c "$RUNS" > "$OUT/ncu.csv" 2> "$OUT/ncu_err.txt"
+  --metrics "$M" --page details --csv bash -c "$RUNS" > "$OUT/ncu.csv" 2> "$OUT/ncu_err.txt"
 echo "ncu exit $? ($(wc -l < "$OUT/ncu.csv") lines)"
 for s in $SPECS; do
   "$BIN" --out "$OUT" --time "$s" 2,4,1,8,1 >> "$OUT/time_log.txt" 2>&1

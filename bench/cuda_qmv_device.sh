@@ -40,19 +40,13 @@ if ! "$BIN" --help >/dev/null 2>&1 && [ -f "$C/fallback.tar.xz" ]; then
 fi
 if [ -n "$NCU" ]; then
   # Hardware counters of one launch per configuration (clocks left alone).
-  S=smsp__average_warps_issue_stalled
-  M=""
-  for r in barrier long_scoreboard short_scoreboard wait math_pipe_throttle \
-      mio_throttle lg_throttle not_selected selected dispatch_stall \
-      no_instruction branch_resolving drain membar imc_miss sleeping \
-      tex_throttle misc; do
-    M="$M,${S}_${r}_per_issue_active.ratio"
-  done
+  . "$(dirname "$0")/cuda_device_env.sh"
+  M=$(ncu_stall_metrics)
   ncu --clock-control none -k regex:qmv \
     --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section SchedulerStats --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section InstructionStats \
-    --section SourceCounters --metrics "${M#,}" \
+    --section SourceCounters --metrics "$M" \
     --page details --csv "$BIN" --profile $NCU > "$OUT/ncu.csv" 2> "$OUT/ncu_err.txt"
   echo "ncu exit $? ($(wc -l < "$OUT/ncu.csv") lines)"
 fi

@@ -81,6 +81,17 @@ def test_a_missing_object_is_a_one_line_error(tmp_path: Path, capsys) -> None:
     assert err == f"cuda_sass.py: error: {tmp_path / 'absent.o'}: not found"
 
 
+def _sass_or_skip(obj: Path) -> list[cuda_sass.Kernel]:
+    """The kernels of obj; without cuobjdump (not on PATH, PyPI out of
+    reach) a loud skip, in CI (which has both) a failure."""
+    try:
+        return cuda_sass.sass_of(obj)
+    except cuda_sass.SassError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI has nvcc and PyPI, so cuobjdump must be fetched: {e}")
+        pytest.skip(str(e))
+
+
 @pytest.mark.integration
 def test_loops_reads_a_kernel_nvcc_compiled(tmp_path: Path) -> None:
     """nvcc (sm_90a) on a kernel with one loop of float multiply-adds; the
@@ -98,13 +109,7 @@ def test_loops_reads_a_kernel_nvcc_compiled(tmp_path: Path) -> None:
     obj = tmp_path / "loop.o"
     subprocess.run([nvcc, "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-c", str(src), "-o",
                     str(obj)], check=True)
-    try:
-        kernels = cuda_sass.sass_of(obj)
-    except cuda_sass.SassError as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI has nvcc and PyPI, so cuobjdump must be fetched: {e}")
-        pytest.skip(str(e))
-    (kernel,) = [k for k in kernels if k.name.startswith("dot(")]
+    (kernel,) = [k for k in _sass_or_skip(obj) if k.name.startswith("dot(")]
     found = cuda_sass.loops(kernel)
     assert found and all(lp.opcodes()["FFMA"] >= 1 for lp in found), [lp.opcodes() for lp in found]
 
@@ -132,13 +137,7 @@ def test_compile_counts_the_8_bit_tile_loop_of_the_patched_dispatch(
                 " cutlass::bfloat16_t>")
     obj = tmp_path / "one.o"
     cuda_sass.compile_instance(kernels, instance, obj, pinned_checkout, headers, fmt, nvcc)
-    try:
-        found = cuda_sass.sass_of(obj)
-    except cuda_sass.SassError as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI has nvcc and PyPI, so cuobjdump must be fetched: {e}")
-        pytest.skip(str(e))
-    (kernel,) = found
+    (kernel,) = _sass_or_skip(obj)
     assert kernel.name.startswith("void mlx::core::cu::qmv_streamed_kernel<2, 4, 1, 8, 8, 64, true")
     # The full-size blocks' loop first, then the half-size blocks' (2 rows).
     full, half = cuda_sass.loops(kernel)
@@ -183,6 +182,7 @@ def test_8bit_m1_device_script_profiles_each_problem_in_one_csv_then_times_them(
     calls = log.read_text().splitlines()
     ncu = [c for c in calls if c.startswith("ncu ")]
     assert len(ncu) == 1 and "--target-processes all" in ncu[0] and "--clock-control none" in ncu[0]
+    assert "stalled_barrier_per_issue_active" in ncu[0] and "pipe_fmaheavy" in ncu[0]
     specs = ["0,8,4096,14336", "1,8,4096,14336", "0,8,14336,4096", "1,8,14336,4096"]
     assert [c for c in calls if c.startswith("qmv_bench --profile")] == [
         f"qmv_bench --profile {s} 2,4,1,8,1" for s in specs]
