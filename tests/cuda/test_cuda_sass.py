@@ -190,3 +190,36 @@ def test_8bit_m1_device_script_profiles_each_problem_in_one_csv_then_times_them(
         f"qmv_bench --out {out} --time {s} 2,4,1,8,1" for s in specs]
     assert (out / "ncu.csv").read_text().startswith('"ID"')
     assert "NVIDIA H200" in (out / "env.txt").read_text()
+
+
+def test_m1_configs_device_script_times_each_configuration_and_tables_the_medians(tmp_path: Path) -> None:
+    """bench/cuda_qmv_m1_configs_device.sh with a stand-in qmv_bench that
+    appends one row per configuration it is given (as `--time` does): two
+    passes over eight problems, then one table row per configuration with
+    the median of its two times per shape."""
+    root = Path(__file__).resolve().parents[2]
+    bench = tmp_path / "qmv_bench"
+    bench.write_text(
+        "#!/bin/bash\n"
+        'out=$2; spec=$4; shift 4\n'
+        'IFS=, read -r dt bits k n <<< "$spec"\n'
+        'f=$out/cuda_qmv_time.csv\n'
+        '[ -s "$f" ] || echo "shape,dtype,bits,impl,W,R,V,D,M,us,bytes,GBps" > "$f"\n'
+        'd=$([ "$dt" = 0 ] && echo bf16 || echo fp16)\n'
+        'n_runs=$(grep -c "^${k}x${n},$d,8,stock" "$f")\n'
+        'echo "${k}x${n},$d,8,stock_qmv,0,0,0,0,1,$((30 + n_runs)),0,0" >> "$f"\n'
+        'for c in "$@"; do IFS=, read -r W R V D M T <<< "$c"\n'
+        '  impl=$([ -n "$T" ] && echo streamed_no_tail || echo streamed)\n'
+        '  echo "${k}x${n},$d,8,$impl,$W,$R,$V,$D,$M,$((W + n_runs)),0,0" >> "$f"; done\n')
+    bench.chmod(0o755)
+    out = tmp_path / "out"
+    run = subprocess.run(["bash", str(root / "bench" / "cuda_qmv_m1_configs_device.sh"), str(bench), str(out)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    table = run.stdout.splitlines()
+    assert table[0].startswith("configuration | 11008x4096 bf16 | 14336x4096 bf16 | 14336x4096 fp16")
+    assert len(table) == 1 + 12 + 1  # header, 12 configurations, stock
+    # The stand-in times W + pass - 1: W = 2 gives 2 and 3, median 2.5.
+    assert "2,4,1,8 | " + " | ".join(["2.50"] * 8) in table
+    assert "2,4,1,8 no tail | " + " | ".join(["2.50"] * 8) in table
+    assert "stock | " + " | ".join(["30.50"] * 8) in table
