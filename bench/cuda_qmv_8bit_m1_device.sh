@@ -29,9 +29,10 @@ ncu --clock-control none --target-processes all -k regex:qmv \
   --section SchedulerStats --section WarpStateStats --section InstructionStats \
   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
   --metrics "$M" --page details --csv bash -c "$RUNS" > "$OUT/ncu.csv" 2> "$OUT/ncu_err.txt"
-echo "ncu exit $? ($(wc -l < "$OUT/ncu.csv") lines)"
+status=$?
+echo "ncu exit $status ($(wc -l < "$OUT/ncu.csv") lines)"
 for s in $SPECS; do
-  "$BIN" --out "$OUT" --time "$s" 2,4,1,8,1 >> "$OUT/time_log.txt" 2>&1
+  "$BIN" --out "$OUT" --time "$s" 2,4,1,8,1 >> "$OUT/time_log.txt" 2>&1 || status=1
 done
-echo "time exit $?"
 cat "$OUT/cuda_qmv_time.csv"
+exit $status

@@ -223,3 +223,22 @@ def test_m1_configs_device_script_times_each_configuration_and_tables_the_median
     assert "2,4,1,8 | " + " | ".join(["2.50"] * 8) in table
     assert "2,4,1,8 no tail | " + " | ".join(["2.50"] * 8) in table
     assert "stock | " + " | ".join(["30.50"] * 8) in table
+
+
+def test_8bit_m1_device_script_fails_when_a_timing_run_fails(tmp_path: Path) -> None:
+    """The script's exit status says a `--time` run failed (stand-ins as
+    above; this qmv_bench fails every `--time`)."""
+    root = Path(__file__).resolve().parents[2]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ncu").write_text("#!/bin/bash\necho '\"ID\"'\n")
+    (bin_dir / "nvidia-smi").write_text("#!/bin/bash\necho H200\n")
+    bench = tmp_path / "qmv_bench"
+    bench.write_text('#!/bin/bash\nif [ "$3" = --time ]; then echo shape >> "$2/cuda_qmv_time.csv"; exit 3; fi\n')
+    for f in (*bin_dir.iterdir(), bench):
+        f.chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    run = subprocess.run(["bash", str(root / "bench" / "cuda_qmv_8bit_m1_device.sh"), str(bench), str(out)],
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 1, (run.stdout, run.stderr)
