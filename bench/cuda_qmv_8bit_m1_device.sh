@@ -5,7 +5,8 @@
 # process per problem, all in one CSV): executed instructions, issue rate,
 # pipe utilization, stalls. Then `qmv_bench --time` of the same beside stock
 # (rotated weights, median of 30) and the read roofline.
-# Usage: cuda_qmv_8bit_m1_device.sh QMV_BENCH OUT
+# CONFIGS (W,R,V,D,M ..., default 2,4,1,8,1) names other configurations.
+# Usage: [CONFIGS=...] cuda_qmv_8bit_m1_device.sh QMV_BENCH OUT
 #   (QMV_BENCH: bench/cuda_qmv.py build's build/cuda_qmv/qmv_bench, carried)
 # Summary: python3 bench/cuda_qmv_ncu.py OUT/ncu.csv
 set -uo pipefail
@@ -14,6 +15,7 @@ BIN=$(realpath "$1"); OUT=$2
 record_env "$OUT"
 ncu --version | tail -1 | tee -a "$OUT/env.txt"
 SPECS="0,8,4096,14336 1,8,4096,14336 0,8,14336,4096 1,8,14336,4096"
+C=${CONFIGS:-2,4,1,8,1}
 M=$(ncu_stall_metrics)
 # Pipe utilization (the heavy and lite FMA pipes, ALU) beside the sections
 # the earlier profiles read.
@@ -23,7 +25,7 @@ M="$M,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active"
 M="$M,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"
 M="$M,sm__inst_executed_pipe_uniform.avg.pct_of_peak_sustained_active"
 RUNS=""
-for s in $SPECS; do RUNS="$RUNS $BIN --profile $s 2,4,1,8,1;"; done
+for s in $SPECS; do RUNS="$RUNS $BIN --profile $s $C;"; done
 ncu --clock-control none --target-processes all -k regex:qmv \
   --section SpeedOfLight --section Occupancy --section LaunchStats \
   --section SchedulerStats --section WarpStateStats --section InstructionStats \
@@ -32,7 +34,8 @@ ncu --clock-control none --target-processes all -k regex:qmv \
 status=$?
 echo "ncu exit $status ($(wc -l < "$OUT/ncu.csv") lines)"
 for s in $SPECS; do
-  "$BIN" --out "$OUT" --time "$s" 2,4,1,8,1 >> "$OUT/time_log.txt" 2>&1 || status=1
+  # shellcheck disable=SC2086
+  "$BIN" --out "$OUT" --time "$s" $C >> "$OUT/time_log.txt" 2>&1 || status=1
 done
 cat "$OUT/cuda_qmv_time.csv"
 exit $status
