@@ -242,3 +242,91 @@ def test_8bit_m1_device_script_fails_when_a_timing_run_fails(tmp_path: Path) -> 
     run = subprocess.run(["bash", str(root / "bench" / "cuda_qmv_8bit_m1_device.sh"), str(bench), str(out)],
                          capture_output=True, text=True, env=env)
     assert run.returncode == 1, (run.stdout, run.stderr)
+
+
+def test_8bit_m1_device_script_takes_the_configurations_from_configs(tmp_path: Path) -> None:
+    """CONFIGS names the configurations the script profiles and times (the
+    TMA rings of session 24 beside the register ring)."""
+    root = Path(__file__).resolve().parents[2]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.txt"
+    (bin_dir / "ncu").write_text('#!/bin/bash\n[ "$1" = --version ] && exit 0\n'
+                                 'while [ "$#" -gt 0 ] && [ "$1" != bash ]; do shift; done; shift; bash "$@"\n')
+    (bin_dir / "nvidia-smi").write_text("#!/bin/bash\necho H200\n")
+    bench = tmp_path / "qmv_bench"
+    bench.write_text(f'#!/bin/bash\necho "qmv_bench $*" >> {log}\n')
+    for f in (*bin_dir.iterdir(), bench):
+        f.chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CONFIGS": "2,4,1,8,1 2,4,1,1403,1"}
+    run = subprocess.run(["bash", str(root / "bench" / "cuda_qmv_8bit_m1_device.sh"), str(bench), str(out)],
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text().splitlines()
+    assert len(calls) == 8
+    assert all(c.endswith(" 2,4,1,8,1 2,4,1,1403,1") for c in calls)
+
+
+def _tma_stand_ins(tmp_path: Path, matrix_rc: int = 0) -> Path:
+    """qmv_bench and qmv_matrix stand-ins for bench/cuda_qmv_tma_device.sh:
+    the parity runs print their summaries; `--time` appends a stock row and
+    one row per configuration, timed W + D / 1000 + the pass - 1."""
+    folder = tmp_path / "build"
+    folder.mkdir()
+    (folder / "qmv_bench").write_text(
+        "#!/bin/bash\n"
+        'if [ "$1" = --quick ]; then echo "PARITY OK: 1 launches"; exit 0; fi\n'
+        'out=$2; spec=$4; shift 4\n'
+        'IFS=, read -r dt bits k n <<< "$spec"\n'
+        'f=$out/cuda_qmv_time.csv\n'
+        '[ -s "$f" ] || echo "shape,dtype,bits,impl,W,R,V,D,M,us,bytes,GBps" > "$f"\n'
+        'd=$([ "$dt" = 0 ] && echo bf16 || echo fp16)\n'
+        'runs=$(grep -c "^${k}x${n},$d,8,stock" "$f")\n'
+        'echo "${k}x${n},$d,8,stock_qmv,0,0,0,0,1,$((30 + runs)),0,0" >> "$f"\n'
+        'for c in "$@"; do IFS=, read -r W R V D M <<< "$c"\n'
+        '  impl=$([ "$W" = 0 ] && echo streamed_auto || echo streamed)\n'
+        '  echo "${k}x${n},$d,8,$impl,$W,$R,$V,$D,$M,$((W + D / 1000 + runs)),0,0" >> "$f"; done\n')
+    (folder / "qmv_matrix").write_text(f'#!/bin/bash\necho "MATRIX PARITY OK: 2 launches"\nexit {matrix_rc}\n')
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text("#!/bin/bash\necho H200\n")
+    for f in (*folder.iterdir(), *bin_dir.iterdir()):
+        f.chmod(0o755)
+    return folder
+
+
+def test_tma_device_script_checks_parity_then_tables_the_medians(tmp_path: Path) -> None:
+    """bench/cuda_qmv_tma_device.sh: both parity runs, then two passes of
+    `--time` over seven products with the configurations of CONFIGS, and a
+    table of each configuration's median per product."""
+    root = Path(__file__).resolve().parents[2]
+    folder = _tma_stand_ins(tmp_path)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+           "CONFIGS": "2,4,1,8,1 0,0,0,0,1 2,4,1,1403,1"}
+    run = subprocess.run(["bash", str(root / "bench" / "cuda_qmv_tma_device.sh"), str(folder), str(out)],
+                         capture_output=True, text=True, env=env, cwd=root)
+    assert run.returncode == 0, run.stderr
+    assert "PARITY OK: 1 launches" in run.stdout and "MATRIX PARITY OK: 2 launches" in run.stdout
+    table = (out / "table.txt").read_text().splitlines()
+    assert table[0] == ("configuration | 14336x4096 bf16 | 14336x4096 fp16 | 4096x14336 bf16 | "
+                        "4096x14336 fp16 | 4096x4096 bf16 | 4096x4096 fp16 | 4096x6144 bf16")
+    # Times W + D / 1000 + pass - 1, medians of the two passes.
+    assert "2,4,1,8 | " + " | ".join(["2.50"] * 7) in table
+    assert "2,4,1,1403 | " + " | ".join(["3.50"] * 7) in table
+    assert "dispatch | " + " | ".join(["0.50"] * 7) in table
+    assert "stock | " + " | ".join(["30.50"] * 7) in table
+
+
+def test_tma_device_script_fails_when_a_parity_run_fails(tmp_path: Path) -> None:
+    """The exit status says the configuration matrix failed (its stand-in
+    exits 1), though the timing ran."""
+    root = Path(__file__).resolve().parents[2]
+    folder = _tma_stand_ins(tmp_path, matrix_rc=1)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "CONFIGS": "2,4,1,8,1"}
+    run = subprocess.run(["bash", str(root / "bench" / "cuda_qmv_tma_device.sh"), str(folder), str(out)],
+                         capture_output=True, text=True, env=env, cwd=root)
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    assert (out / "table.txt").read_text().startswith("configuration | ")
