@@ -35,20 +35,6 @@ for pass in 1 2; do
     "$C/qmv_bench" --out "$O" --time "$s" $C8 >> "$O/time_log.txt" 2>&1 || status=1
   done
 done
-python3 - "$O/cuda_qmv_time.csv" > "$O/table.txt" <<'PY'
-import csv, statistics, sys
-from collections import defaultdict
-d = defaultdict(list)
-for r in csv.DictReader(open(sys.argv[1])):
-    cfg = {"stock_qmv": "stock", "read_roofline": "read",
-           "streamed_auto": "dispatch"}.get(r["impl"], f"{r['W']},{r['R']},{r['V']},{r['D']}")
-    d[(f"{r['shape']} {r['dtype']}", cfg)].append(float(r["us"]))
-shapes = sorted({s for s, _ in d})
-cfgs = sorted({c for _, c in d})
-print("configuration | " + " | ".join(shapes))
-for c in cfgs:
-    print(c + " | " + " | ".join(
-        f"{statistics.median(d[(s, c)]):.2f}" if (s, c) in d else "-" for s in shapes))
-PY
+python3 "$(dirname "$0")/cuda_qmv_medians.py" "$O/cuda_qmv_time.csv" > "$O/table.txt"
 cat "$O/table.txt"
 exit $status
