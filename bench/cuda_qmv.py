@@ -263,6 +263,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         + ["-Xptxas", "-v", "-Dmlx=mlx_patchedm", '-DQMV_KERNELS="patched_kernels.cuh"',
            "-DQMV_HAVE_STREAMED", *sweep, "-c", str(CUDA_DIR / "qmv_matrix_entry.cu"),
            "-o", str(bdir / "patched_matrix.o")],
+        # The pin's qmm_sm80_kernel, the M >= 8 baseline, timed beside qmv.
+        "qmm_sm80": base
+        + ["-Xptxas", "-v", "-Dmlx=mlx_stockq", "-c", str(CUDA_DIR / "qmm_sm80_entry.cu"),
+           "-o", str(bdir / "qmm_sm80_entry.o")],
         "matrix": [nvcc, "-std=c++17", "-O2"] + ARCH + sweep
         + [f"-I{CUDA_DIR}", "-c", str(CUDA_DIR / "qmv_matrix.cu"), "-o", str(bdir / "qmv_matrix.o")],
         "main": [nvcc, "-std=c++17", "-O2"] + ARCH
@@ -276,7 +280,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     # qmv_bench takes its negative control (stock_qmv_other_order) from the
     # matrix's stock object.
     run([nvcc] + ARCH + [str(bdir / "qmv_bench.o"), str(bdir / "stock_entry.o"),
-         str(bdir / "patched_entry.o"), str(bdir / "stock_matrix.o"), "-o", str(bdir / "qmv_bench"),
+         str(bdir / "patched_entry.o"), str(bdir / "stock_matrix.o"),
+         str(bdir / "qmm_sm80_entry.o"), "-o", str(bdir / "qmv_bench"),
          "-Xcompiler", "-static-libstdc++", "-Xcompiler", "-static-libgcc"],
         bdir / "link.log")
     run([nvcc] + ARCH + [str(bdir / "qmv_matrix.o"), str(bdir / "stock_matrix.o"),
@@ -292,7 +297,8 @@ def cmd_build(args: argparse.Namespace) -> int:
          "-Xcompiler", "-static-libstdc++", "-Xcompiler", "-static-libgcc",
          "-Xlinker", "--exclude-libs,ALL"],
         bdir / "link_probe.log")
-    table = "## stock\n" + ptxas_table(logs["stock"]) + "\n## patched\n" + ptxas_table(logs["patched"])
+    table = ("## stock\n" + ptxas_table(logs["stock"]) + "\n## patched\n" + ptxas_table(logs["patched"])
+             + "\n## stock qmm_sm80\n" + ptxas_table(logs["qmm_sm80"]))
     matrix = ("## stock (configuration matrix)\n" + ptxas_table(logs["stock_matrix"])
               + "\n## patched (configuration matrix)\n" + ptxas_table(logs["patched_matrix"]))
     (bdir / "ptxas_matrix.md").write_text(matrix)

@@ -103,3 +103,9 @@ int patched_qmv_takes(const QmvArgs* a);
 // memory), and the configurations instantiated.
 int patched_qmv_streamed_cfg(const QmvArgs* a, int W, int R, int V, int D);
 int patched_qmv_sweep_configs(int (*wrvd)[4], int max);
+
+// The pin's qmm_sm80_kernel (qmm_sm80_entry.cu), launched as MLX launches it
+// for M <= 16: bfloat16 or float16, 4 or 8 bits, group 64, N a multiple of
+// 128 (-1 otherwise). Its rows are not the M = 1 rows: tensor cores sum
+// in another order.
+int stock_qmm_sm80(const QmvArgs* a);

@@ -104,7 +104,7 @@ static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
   return a;
 }
 
-enum Impl { STOCK = 0, PATCHED_QMV = 1, AUTO = 2, EXPLICIT = 3 };
+enum Impl { STOCK = 0, PATCHED_QMV = 1, AUTO = 2, EXPLICIT = 3, QMM_SM80 = 4 };
 
 static int launch(Impl impl, const QmvArgs& a, int R = 0, int V = 0,
                   int G = 0, int D = 0) {
@@ -117,6 +117,8 @@ static int launch(Impl impl, const QmvArgs& a, int R = 0, int V = 0,
       return patched_qmv_streamed_auto(&a);
     case EXPLICIT:  // G is the number of warps per block
       return patched_qmv_streamed(&a, R, V, G, D);
+    case QMM_SM80:
+      return stock_qmm_sm80(&a);
   }
   return -1;
 }
@@ -131,6 +133,8 @@ static const char* impl_name(Impl i) {
       return "streamed_auto";
     case EXPLICIT:
       return "streamed";
+    case QMM_SM80:
+      return "qmm_sm80";
   }
   return "?";
 }
@@ -293,8 +297,9 @@ static bool batch_parity(cudaStream_t st, long long& rows_checked,
   return ok;
 }
 
-// One launch of stock qmv at M = 1, then of each streamed configuration, on
-// random data, for a profiler (ncu) to measure; nothing is checked or timed.
+// One launch of stock qmv at M = 1, then of each streamed configuration (or
+// of qmm_sm80 at M, for sm80,M), on random data, for a profiler (ncu) to
+// measure; nothing is checked or timed.
 static int profile(int argc, char** argv) {
   int dtype, bits, k, n;
   if (sscanf(argv[0], "%d,%d,%d,%d", &dtype, &bits, &k, &n) != 4) return 2;
@@ -323,6 +328,11 @@ static int profile(int argc, char** argv) {
   int rc = stock_qmv(&a);
   for (int i = 1; i < argc; ++i) {
     int W, R, V, D, M;
+    if (sscanf(argv[i], "sm80,%d", &M) == 1) {
+      a.m = M;
+      rc |= launch(QMM_SM80, a);
+      continue;
+    }
     if (sscanf(argv[i], "%d,%d,%d,%d,%d", &W, &R, &V, &D, &M) != 5) return 2;
     a.m = M;
     rc |= W == 0 ? launch(AUTO, a) : launch(EXPLICIT, a, R, V, W, D);
@@ -405,14 +415,62 @@ static double time_read(const ReadConfig& c, const Sets& sets, size_t w_bytes,
   });
 }
 
+// qmm_sm80 at M on weight set 0 against stock qmv at M (one warp per row
+// and vector: each row the M = 1 row), outputs poisoned first: how many rows
+// are bitwise identical, and the largest difference over the largest
+// |stock|. A launch that misreads its operands gives order one there; the
+// two summation orders, about 1e-2 or less. -1 where qmm_sm80 refused.
+static double check_qmm(int dtype, int bits, const Shape& sh, const Sets& sets,
+                        const void* x, int m, cudaStream_t st,
+                        int* same_rows) {
+  size_t count = size_t(m) * sh.n;
+  void *ref, *got;
+  CK(cudaMalloc(&ref, count * 2));
+  CK(cudaMalloc(&got, count * 2));
+  CK(cudaMemsetAsync(ref, 0xff, count * 2, st));
+  CK(cudaMemsetAsync(got, 0xff, count * 2, st));
+  QmvArgs a = make_args(dtype, bits, x, sets.w[0], sets.s[0], sets.b[0], ref,
+                        m, sh.n, sh.k, st);
+  int rc = launch(STOCK, a);
+  a.out = got;
+  rc |= launch(QMM_SM80, a);
+  CK(cudaStreamSynchronize(st));
+  CK(cudaGetLastError());
+  std::vector<uint16_t> r(count), g(count);
+  CK(cudaMemcpy(r.data(), ref, count * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(g.data(), got, count * 2, cudaMemcpyDeviceToHost));
+  cudaFree(ref);
+  cudaFree(got);
+  if (rc != 0) return -1;
+  double max_ref = 0, max_diff = 0;
+  *same_rows = 0;
+  for (int i = 0; i < m; ++i) {
+    bool same = true;
+    for (int j = 0; j < sh.n; ++j) {
+      size_t e = size_t(i) * sh.n + j;
+      float fr = to_float(r[e], dtype), fg = to_float(g[e], dtype);
+      same &= r[e] == g[e];
+      max_ref = std::max(max_ref, double(std::fabs(fr)));
+      // NaN (an unwritten, poisoned output) counts as the largest difference.
+      double d = std::fabs(double(fr) - double(fg));
+      max_diff = std::isnan(d) ? INFINITY : std::max(max_diff, d);
+    }
+    *same_rows += same;
+  }
+  return max_ref > 0 ? max_diff / max_ref : INFINITY;
+}
+
 // --time DTYPE,BITS,K,N W,R,V,D,M[,T] ...: on weight sets rotated beyond the
 // L2 as in the sweep, the read roofline of the M = 1 product (best grid
 // shape), stock at M = 1 and at each other M listed (what MLX runs for M
 // vectors where the streamed kernel does not), and each listed configuration
 // (W = 0: the dispatch; T = 1: every block at full size, impl
 // streamed_no_tail, else the last wave as the launch picks it), as CSV
-// rows (appended to DIR/cuda_qmv_time.csv with --out DIR). Nothing is checked:
-// the parity runs check these kernels.
+// rows (appended to DIR/cuda_qmv_time.csv with --out DIR). A spec sm80,M
+// times the pin's qmm_sm80_kernel at M as MLX launches it (what MLX runs for
+// 8 to 16 vectors), and checks it against stock qmv (check_qmm; a difference
+// over 5% of the largest output fails the run). Nothing else is checked: the
+// parity runs check these kernels.
 static int time_configs(int argc, char** argv, const std::string& outdir,
                         int reps) {
   int dtype, bits, k, n;
@@ -490,7 +548,27 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
   int rc = 0;
   bool stock_timed[17] = {false, true};
   for (int i = 1; i < argc; ++i) {
-    int W, R, V, D, M, T = QMV_TAIL_PICKED;
+    int M;
+    if (sscanf(argv[i], "sm80,%d", &M) == 1) {
+      if (M < 1 || M > 16) {
+        fprintf(stderr, "qmv_bench: --time %s: expected sm80,M (M 1..16)\n",
+                argv[i]);
+        return 2;
+      }
+      double us = time_impl(QMM_SM80, dtype, bits, sh, sets, x, out, M, st, 0,
+                            0, 0, 0, reps);
+      int same = 0;
+      double rel = check_qmm(dtype, bits, sh, sets, x, M, st, &same);
+      bool ok = us > 0 && rel >= 0 && rel < 0.05;
+      if (!ok) rc = 1;
+      row("qmm_sm80", 0, 0, 0, 0, M, us);
+      logf("qmm_sm80 check %s %s %d-bit M=%d: rows identical to M = 1: %d/%d, "
+           "max |qmm - stock| / max |stock| = %.3g: %s\n",
+           label, dname, bits, M, same, M, rel,
+           ok ? "ok" : "QMM_SM80 CHECK FAILED");
+      continue;
+    }
+    int W, R, V, D, T = QMV_TAIL_PICKED;
     int fields = sscanf(argv[i], "%d,%d,%d,%d,%d,%d", &W, &R, &V, &D, &M, &T);
     if (fields < 5 || M < 1 || M > 16 ||
         (T != QMV_TAIL_PICKED && T != QMV_TAIL_NONE)) {
@@ -537,7 +615,8 @@ int main(int argc, char** argv) {
              "       qmv_bench --profile DTYPE,BITS,K,N W,R,V,D,M ...\n"
              "  --profile: launch stock M=1 and each streamed configuration\n"
              "  once (for ncu), no checks; DTYPE 0 = bf16, 1 = fp16;\n"
-             "  W = 0 means the dispatch (qmv_streamed_auto)\n"
+             "  W = 0 means the dispatch (qmv_streamed_auto); sm80,M\n"
+             "  the pin's qmm_sm80 kernel at M (--profile and --time)\n"
              "       qmv_bench [--out DIR] [--quick] --time DTYPE,BITS,K,N W,R,V,D,M[,T] ...\n"
              "  --time: time the read roofline, stock M=1 and each\n"
              "  configuration on rotated weights (CSV; no checks);\n"

@@ -615,6 +615,11 @@ def harness_build(pinned_checkout: Path, tmp_path_factory) -> Path:
 def test_harness_compiles_host_side(harness_build: Path) -> None:
     ptxas = (harness_build / "ptxas.md").read_text()
     assert "qmv_streamed_kernel" in ptxas and "qmv_kernel" in ptxas
+    # The pin's qmm_sm80 (the M >= 8 baseline, cuda/qmm_sm80_entry.cu), each
+    # type it is timed in, without spills.
+    sm80 = ptxas[ptxas.index("## stock qmm_sm80"):]
+    for t in ("bf16, u4", "bf16, u8", "fp16, u4", "fp16, u8"):
+        assert re.search(rf"qmm_sm80_kernel<64, {t}, .* \| 0/0$", sm80, re.M), t
     assert (harness_build / "qmv_bench").is_file()
     assert (harness_build / "qmv_matrix").is_file()
     matrix = (harness_build / "ptxas_matrix.md").read_text()

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Tables of bench/cuda_qmm_sm80_device.sh's output.
+
+1. Per shape, dtype and width: the streamed dispatch at M = 1..16 and the
+   pin's qmm_sm80 at M = 4..16, timed in the same CUDA graphs
+   (OUT/cuda_qmv_time.csv), with the dispatch's time over qmm_sm80's.
+2. Nsight Compute kernel times, one launch each: the harness's stock M = 1,
+   dispatch and qmm_sm80 at M = 8 and 16 (OUT/harness_ncu.csv), beside the
+   stock wheel's products run one at a time (OUT/wheel_kernels.csv).
+
+Usage: python3 bench/cuda_qmm_sm80_report.py OUT
+"""
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_qmm_wheel_kernels import ncu_durations  # noqa: E402
+
+MS = (1, 2, 4, 8, 12, 16)
+SM80_MS = (4, 8, 12, 16)
+# The kernels of one `qmv_bench --profile DTYPE,BITS,K,N 0,0,0,0,8
+# 0,0,0,0,16 sm80,8 sm80,16` process, in launch order.
+PROFILE = ("stock M=1", "dispatch M=8", "dispatch M=16", "qmm_sm80 M=8", "qmm_sm80 M=16")
+PROFILED = [(s, d, b) for s in ("4096x14336", "14336x4096", "4096x4096")
+            for d in ("bf16", "fp16") for b in (4, 8)]
+
+
+def graph_table(rows: list[dict]) -> str:
+    t: dict[tuple, dict[str, float]] = {}
+    for r in rows:
+        key = (r["shape"], r["dtype"], int(r["bits"]))
+        impl, m = r["impl"], int(r["M"])
+        if impl == "streamed_auto":
+            t.setdefault(key, {})[f"d{m}"] = float(r["us"])
+        elif impl == "qmm_sm80":
+            t.setdefault(key, {})[f"q{m}"] = float(r["us"])
+        elif impl == "stock_qmv" and m == 1:
+            t.setdefault(key, {})["s1"] = float(r["us"])
+    head = (["K x N", "dtype", "bits", "stock M=1"] + [f"M={m}" for m in MS]
+            + [f"sm80 M={m}" for m in SM80_MS] + ["d/sm80 M=8", "M=12", "M=16"])
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def f(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    def order(key: tuple) -> tuple:
+        k, n = (int(v) for v in key[0].split("x"))
+        return (k, n, key[1], key[2])
+
+    for key in sorted(t, key=order):
+        v = t[key]
+        cells = [key[0], key[1], str(key[2]), f(v.get("s1"))]
+        cells += [f(v.get(f"d{m}")) for m in MS] + [f(v.get(f"q{m}")) for m in SM80_MS]
+        for m in (8, 12, 16):
+            d, q = v.get(f"d{m}"), v.get(f"q{m}")
+            cells.append("-" if d is None or q is None else f"{d / q:.2f}")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def ncu_table(harness: list[tuple[str, float]], wheel: list[dict]) -> str:
+    if len(harness) != len(PROFILED) * len(PROFILE):
+        raise SystemExit(f"harness_ncu.csv: {len(harness)} kernels, expected "
+                         f"{len(PROFILED) * len(PROFILE)}")
+    w = {(r["shape"], r["dtype"], int(r["bits"]), int(r["M"])): float(r["median_us"])
+         for r in wheel}
+    head = ["K x N", "dtype", "bits", "stock M=1", "wheel qmv M=1", "dispatch M=8",
+            "qmm_sm80 M=8", "wheel qmm_sm80 M=8", "dispatch M=16", "qmm_sm80 M=16",
+            "wheel qmm_sm80 M=16"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, (shape, dt, bits) in enumerate(PROFILED):
+        ks = harness[i * len(PROFILE):(i + 1) * len(PROFILE)]
+        us = dict(zip(PROFILE, (u for _, u in ks)))
+
+        def wf(m: int) -> str:
+            v = w.get((shape, dt, bits, m))
+            return "-" if v is None else f"{v:.1f}"
+
+        out.append("| " + " | ".join([
+            shape, dt, str(bits), f"{us['stock M=1']:.1f}", wf(1),
+            f"{us['dispatch M=8']:.1f}", f"{us['qmm_sm80 M=8']:.1f}", wf(8),
+            f"{us['dispatch M=16']:.1f}", f"{us['qmm_sm80 M=16']:.1f}", wf(16)]) + " |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = Path(argv[0])
+    with open(out / "cuda_qmv_time.csv") as f:
+        print(graph_table(list(csv.DictReader(f))))
+    hn = out / "harness_ncu.csv"
+    if hn.is_file():
+        wk = out / "wheel_kernels.csv"
+        wheel = list(csv.DictReader(open(wk))) if wk.is_file() else []
+        print(ncu_table(ncu_durations(hn.read_text()), wheel))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,157 @@
+"""qmm_sm80, the kernel MLX runs for 8 to 16 vectors, timed one product at a
+time beside the streamed dispatch (session 25): the wheel's kernel times
+matched to its products (bench/cuda_qmm_wheel_kernels.py), the tables
+(bench/cuda_qmm_sm80_report.py) and the device script
+(bench/cuda_qmm_sm80_device.sh), with stand-ins for the GPU tools."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import cuda_qmm_sm80_report
+import cuda_qmm_wheel_kernels
+
+ROOT = Path(__file__).resolve().parents[2]
+NCU_HEAD = '"ID","Process ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n'
+
+
+def ncu_csv(kernels: list[tuple[str, float]], unit: str = "nsecond") -> str:
+    """An ncu --csv --print-units base file: a log line, then one row per kernel."""
+    rows = [f'"{i}","1","{name}","gpu__time_duration.sum","{unit}","{value:,.0f}"\n'
+            for i, (name, value) in enumerate(kernels)]
+    return "==PROF== Connected to process 1\n" + NCU_HEAD + "".join(rows)
+
+
+def write_plan(path: Path, products: list[tuple[str, str, int, int, int]]) -> None:
+    path.write_text("shape,dtype,bits,M,warmup\n"
+                    + "".join(",".join(str(v) for v in p) + "\n" for p in products))
+
+
+def test_wheel_kernels_are_matched_to_products_in_order_without_warm_ups(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.csv"
+    products = []
+    kernels = []
+    for m, name, base in ((1, "qmv_kernel", 35000), (8, "qmm_sm80_kernel", 57000)):
+        products.append(("4096x14336", "bf16", 4, m, 1))
+        kernels.append((name, 900000))  # the warm-up, JIT included: left out
+        for i in range(3):
+            products.append(("4096x14336", "bf16", 4, m, 0))
+            kernels.append((name, base + 1000 * i))
+    write_plan(plan, products)
+    ncu = tmp_path / "ncu.csv"
+    ncu.write_text(ncu_csv(kernels))
+    out = tmp_path / "kernels.csv"
+    assert cuda_qmm_wheel_kernels.main(["parse", "--plan", str(plan), "--ncu", str(ncu),
+                                        "--out", str(out)]) == 0
+    rows = out.read_text().splitlines()
+    assert rows[0] == "shape,dtype,bits,M,kernel,launches,median_us,min_us,max_us"
+    assert rows[1:] == ["4096x14336,bf16,4,1,qmv_kernel,3,36.00,35.00,37.00",
+                        "4096x14336,bf16,4,8,qmm_sm80_kernel,3,58.00,57.00,59.00"]
+
+
+def test_wheel_kernel_units_are_read_not_assumed() -> None:
+    us = cuda_qmm_wheel_kernels.ncu_durations(ncu_csv([("qmv_kernel", 12)], unit="usecond"))
+    assert us == [("qmv_kernel", 12.0)]
+    with pytest.raises(cuda_qmm_wheel_kernels.PlanError, match="unit 'cycle'"):
+        cuda_qmm_wheel_kernels.ncu_durations(ncu_csv([("qmv_kernel", 12)], unit="cycle"))
+
+
+def test_wheel_parse_refuses_a_kernel_count_or_kernel_that_does_not_fit(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = tmp_path / "plan.csv"
+    write_plan(plan, [("4096x4096", "fp16", 8, 8, 0), ("4096x4096", "fp16", 8, 8, 0)])
+    ncu = tmp_path / "ncu.csv"
+    ncu.write_text(ncu_csv([("qmm_sm80_kernel", 1000)]))
+    assert cuda_qmm_wheel_kernels.main(["parse", "--plan", str(plan), "--ncu", str(ncu)]) == 1
+    err = capsys.readouterr().err
+    assert "ncu.csv: 1 kernels for the 2 products of" in err and "plan.csv" in err
+    # qmv where MLX runs qmm_sm80: the wheel routed the product elsewhere.
+    ncu.write_text(ncu_csv([("qmm_sm80_kernel", 1000), ("qmv_kernel", 1000)]))
+    assert cuda_qmm_wheel_kernels.main(["parse", "--plan", str(plan), "--ncu", str(ncu)]) == 1
+    assert "ran qmv_kernel, not qmm_sm80_kernel" in capsys.readouterr().err
+
+
+def test_report_sets_the_dispatch_against_qmm_sm80_and_the_wheel(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    rows = ["shape,dtype,bits,impl,W,R,V,D,M,us,bytes,GBps",
+            "4096x14336,bf16,4,read_roofline,8,256,4,0,1,9.6,1,1",
+            "4096x14336,bf16,4,stock_qmv,0,0,0,0,1,35.4,1,1"]
+    for m, us in zip(cuda_qmm_sm80_report.MS, (18.8, 25.6, 33.6, 56.9, 80.0, 105.9)):
+        rows.append(f"4096x14336,bf16,4,streamed_auto,0,0,0,0,{m},{us},1,1")
+    for m, us in zip(cuda_qmm_sm80_report.SM80_MS, (50.0, 57.0, 57.1, 57.3)):
+        rows.append(f"4096x14336,bf16,4,qmm_sm80,0,0,0,0,{m},{us},1,1")
+    (tmp_path / "cuda_qmv_time.csv").write_text("\n".join(rows) + "\n")
+    n = len(cuda_qmm_sm80_report.PROFILED)
+    kernels = [("qmv_kernel", 35000), ("qmv_streamed_kernel", 56000), ("qmv_streamed_kernel", 104000),
+               ("qmm_sm80_kernel", 57000), ("qmm_sm80_kernel", 57500)] * n
+    (tmp_path / "harness_ncu.csv").write_text(ncu_csv(kernels))
+    (tmp_path / "wheel_kernels.csv").write_text(
+        "shape,dtype,bits,M,kernel,launches,median_us,min_us,max_us\n"
+        "4096x14336,bf16,4,8,qmm_sm80_kernel,5,57.20,57.00,58.00\n")
+    assert cuda_qmm_sm80_report.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert ("| 4096x14336 | bf16 | 4 | 35.4 | 18.8 | 25.6 | 33.6 | 56.9 | 80.0 | 105.9 | "
+            "50.0 | 57.0 | 57.1 | 57.3 | 1.00 | 1.40 | 1.85 |") in out
+    assert "| 4096x14336 | bf16 | 4 | 35.0 | - | 56.0 | 57.0 | 57.2 | 104.0 | 57.5 | - |" in out
+    # A profile that lost kernels is refused, not shifted.
+    (tmp_path / "harness_ncu.csv").write_text(ncu_csv(kernels[:-1]))
+    with pytest.raises(SystemExit, match="harness_ncu.csv: 59 kernels, expected 60"):
+        cuda_qmm_sm80_report.main([str(tmp_path)])
+
+
+def _stand_ins(tmp_path: Path, bench_fails: bool = False) -> tuple[Path, Path, dict[str, str]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.txt"
+    (bin_dir / "ncu").write_text(
+        "#!/bin/bash\n"
+        '[ "$1" = --version ] && { echo "Version 0"; exit 0; }\n'
+        f'echo "ncu $*" >> {log}\n'
+        'while [ "$1" != bash ]; do shift; done; shift; bash "$@"\n'
+        'echo \'"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\'\n'
+        'echo \'"0","qmv_kernel","gpu__time_duration.sum","nsecond","1"\'\n')
+    (bin_dir / "nvidia-smi").write_text("#!/bin/bash\necho 'NVIDIA H200, 580'\n")
+    c = tmp_path / "c"
+    c.mkdir()
+    bench = c / "qmv_bench"
+    bench.write_text(
+        "#!/bin/bash\n"
+        f'echo "qmv_bench $*" >> {log}\n'
+        'if [ "$1" = --out ]; then echo "qmm_sm80 check x: ok" >> /dev/stdout; fi\n'
+        + ("exit 1\n" if bench_fails else ""))
+    for f in (*bin_dir.iterdir(), bench):
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NO_WHEEL": "1",
+           "SHAPES": "4096,14336 4096,2048"}
+    return c, log, env
+
+
+def test_device_script_times_every_problem_then_profiles_the_issue_shapes(tmp_path: Path) -> None:
+    c, log, env = _stand_ins(tmp_path)
+    out = tmp_path / "out"
+    run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_qmm_sm80_device.sh"), str(c), str(out)],
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text().splitlines()
+    specs = ("0,0,0,0,1 0,0,0,0,2 0,0,0,0,4 0,0,0,0,8 0,0,0,0,12 0,0,0,0,16 "
+             "sm80,4 sm80,8 sm80,12 sm80,16")
+    assert [x for x in calls if "--time" in x] == [
+        f"qmv_bench --out {out} --time {d},{b},{s} {specs}"
+        for s in ("4096,14336", "4096,2048") for d in (0, 1) for b in (4, 8)]
+    ncu = [x for x in calls if x.startswith("ncu ")]
+    assert len(ncu) == 1 and "--target-processes all" in ncu[0] and "--clock-control none" in ncu[0]
+    assert "gpu__time_duration.sum" in ncu[0] and "--print-units base" in ncu[0]
+    profiles = [x for x in calls if x.startswith("qmv_bench --profile")]
+    assert len(profiles) == len(cuda_qmm_sm80_report.PROFILED)
+    assert profiles[0] == f"qmv_bench --profile 0,4,4096,14336 0,0,0,0,8 0,0,0,0,16 sm80,8 sm80,16"
+    assert "NVIDIA H200" in (out / "env.txt").read_text()
+
+
+def test_device_script_fails_when_a_timing_run_fails(tmp_path: Path) -> None:
+    c, _, env = _stand_ins(tmp_path, bench_fails=True)
+    run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_qmm_sm80_device.sh"), str(c), str(tmp_path / "out")],
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 1
