@@ -12,7 +12,9 @@
 #     qmm_sm80 at M = 8 and 16 in the harness, and of the stock wheel's
 #     products evaluated one at a time (bench/cuda_qmm_wheel_kernels.py): the
 #     qmm_sm80 that the wheel compiles at run time beside the harness's.
-# Usage: [SHAPES="K,N ..."] [NO_WHEEL=1] cuda_qmm_sm80_device.sh C OUT
+# Usage: [SHAPES="K,N ..."] [BITS="4 8"] [NO_NCU=1] [NO_WHEEL=1]
+#        cuda_qmm_sm80_device.sh C OUT
+#   (NO_NCU leaves out the harness's profile, NO_WHEEL the wheel's.)
 #   C holds qmv_bench (bench/cuda_qmv.py build), mlx-sm90.tar.xz
 #   (bench/cuda_stock_wheels.py) and cuda_qmm_wheel_kernels.py.
 # Tables: python3 bench/cuda_qmm_sm80_report.py OUT
@@ -30,7 +32,7 @@ SPECS="$SPECS sm80,4 sm80,8 sm80,12 sm80,16"
 t0=$(date +%s)
 for s in $SHAPES; do
   for d in 0 1; do
-    for b in 4 8; do
+    for b in ${BITS:-4 8}; do
       # shellcheck disable=SC2086
       "$BIN" --out "$O" --time "$d,$b,$s" $SPECS >> "$O/time_log.txt" 2>&1 || status=1
     done
@@ -39,18 +41,21 @@ done
 echo "harness timing: $(($(date +%s) - t0)) s, status $status"
 grep -h "qmm_sm80 check" "$O/time_log.txt" | sort | uniq -c | awk '{print $NF}' | sort | uniq -c
 grep -h "CHECK FAILED" "$O/time_log.txt" | head -5
-RUNS=""
-for s in 4096,14336 14336,4096 4096,4096; do
-  for d in 0 1; do
-    for b in 4 8; do
-      RUNS="$RUNS $BIN --profile $d,$b,$s 0,0,0,0,8 0,0,0,0,16 sm80,8 sm80,16;"
+if [ "${NO_NCU:-0}" != 1 ]; then
+  # One ncu per problem: with several processes in one run ncu does not
+  # write them in the order they ran.
+  for s in 4096,14336 14336,4096 4096,4096; do
+    for d in 0 1; do
+      for b in 4 8; do
+        ncu --csv --print-units base --clock-control none \
+          --metrics gpu__time_duration.sum -k regex:'qmv|qmm' \
+          "$BIN" --profile "$d,$b,$s" 0,0,0,0,8 0,0,0,0,16 sm80,8 sm80,16 \
+          > "$O/harness_ncu_${d}_${b}_${s/,/_}.csv" 2>> "$O/harness_ncu_err.txt" || status=1
+      done
     done
   done
-done
-ncu --csv --print-units base --clock-control none \
-  --metrics gpu__time_duration.sum -k regex:'qmv|qmm' --target-processes all \
-  bash -c "$RUNS" > "$O/harness_ncu.csv" 2> "$O/harness_ncu_err.txt" || status=1
-echo "harness ncu: $(grep -c gpu__time_duration "$O/harness_ncu.csv") kernels"
+  echo "harness ncu: $(cat "$O"/harness_ncu_*.csv | grep -c gpu__time_duration) kernels"
+fi
 if [ "${NO_WHEEL:-0}" != 1 ]; then
   mkdir -p /tmp/site && tar -xJf "$C/mlx-sm90.tar.xz" -C /tmp/site
   NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')

@@ -5,8 +5,9 @@
    pin's qmm_sm80 at M = 4..16, timed in the same CUDA graphs
    (OUT/cuda_qmv_time.csv), with the dispatch's time over qmm_sm80's.
 2. Nsight Compute kernel times, one launch each: the harness's stock M = 1,
-   dispatch and qmm_sm80 at M = 8 and 16 (OUT/harness_ncu.csv), beside the
-   stock wheel's products run one at a time (OUT/wheel_kernels.csv).
+   dispatch and qmm_sm80 at M = 8 and 16 (OUT/harness_ncu_D_B_K_N.csv, one
+   per problem), beside the stock wheel's products run one at a time
+   (OUT/wheel_kernels.csv).
 
 Usage: python3 bench/cuda_qmm_sm80_report.py OUT
 """
@@ -26,6 +27,12 @@ SM80_MS = (4, 8, 12, 16)
 PROFILE = ("stock M=1", "dispatch M=8", "dispatch M=16", "qmm_sm80 M=8", "qmm_sm80 M=16")
 PROFILED = [(s, d, b) for s in ("4096x14336", "14336x4096", "4096x4096")
             for d in ("bf16", "fp16") for b in (4, 8)]
+DTYPES = {"bf16": 0, "fp16": 1}
+
+
+def profile_file(out: Path, shape: str, dtype: str, bits: int) -> Path:
+    """The device script's ncu CSV of one problem."""
+    return out / f"harness_ncu_{DTYPES[dtype]}_{bits}_{shape.replace('x', '_')}.csv"
 
 
 def graph_table(rows: list[dict]) -> str:
@@ -61,29 +68,29 @@ def graph_table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def ncu_table(harness: list[tuple[str, float]], wheel: list[dict]) -> str:
-    if len(harness) != len(PROFILED) * len(PROFILE):
-        raise SystemExit(f"harness_ncu.csv: {len(harness)} kernels, expected "
-                         f"{len(PROFILED) * len(PROFILE)}")
+def ncu_table(out: Path, wheel: list[dict]) -> str:
     w = {(r["shape"], r["dtype"], int(r["bits"]), int(r["M"])): float(r["median_us"])
          for r in wheel}
     head = ["K x N", "dtype", "bits", "stock M=1", "wheel qmv M=1", "dispatch M=8",
             "qmm_sm80 M=8", "wheel qmm_sm80 M=8", "dispatch M=16", "qmm_sm80 M=16",
             "wheel qmm_sm80 M=16"]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for i, (shape, dt, bits) in enumerate(PROFILED):
-        ks = harness[i * len(PROFILE):(i + 1) * len(PROFILE)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for shape, dt, bits in PROFILED:
+        f = profile_file(out, shape, dt, bits)
+        ks = ncu_durations(f.read_text())
+        if len(ks) != len(PROFILE):
+            raise SystemExit(f"{f}: {len(ks)} kernels, expected {len(PROFILE)}")
         us = dict(zip(PROFILE, (u for _, u in ks)))
 
         def wf(m: int) -> str:
             v = w.get((shape, dt, bits, m))
             return "-" if v is None else f"{v:.1f}"
 
-        out.append("| " + " | ".join([
+        lines.append("| " + " | ".join([
             shape, dt, str(bits), f"{us['stock M=1']:.1f}", wf(1),
             f"{us['dispatch M=8']:.1f}", f"{us['qmm_sm80 M=8']:.1f}", wf(8),
             f"{us['dispatch M=16']:.1f}", f"{us['qmm_sm80 M=16']:.1f}", wf(16)]) + " |")
-    return "\n".join(out) + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:
@@ -93,11 +100,10 @@ def main(argv: list[str]) -> int:
     out = Path(argv[0])
     with open(out / "cuda_qmv_time.csv") as f:
         print(graph_table(list(csv.DictReader(f))))
-    hn = out / "harness_ncu.csv"
-    if hn.is_file():
+    if profile_file(out, *PROFILED[0]).is_file():
         wk = out / "wheel_kernels.csv"
         wheel = list(csv.DictReader(open(wk))) if wk.is_file() else []
-        print(ncu_table(ncu_durations(hn.read_text()), wheel))
+        print(ncu_table(out, wheel))
     return 0
 
 

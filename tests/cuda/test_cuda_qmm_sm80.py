@@ -84,10 +84,10 @@ def test_report_sets_the_dispatch_against_qmm_sm80_and_the_wheel(tmp_path: Path,
     for m, us in zip(cuda_qmm_sm80_report.SM80_MS, (50.0, 57.0, 57.1, 57.3)):
         rows.append(f"4096x14336,bf16,4,qmm_sm80,0,0,0,0,{m},{us},1,1")
     (tmp_path / "cuda_qmv_time.csv").write_text("\n".join(rows) + "\n")
-    n = len(cuda_qmm_sm80_report.PROFILED)
     kernels = [("qmv_kernel", 35000), ("qmv_streamed_kernel", 56000), ("qmv_streamed_kernel", 104000),
-               ("qmm_sm80_kernel", 57000), ("qmm_sm80_kernel", 57500)] * n
-    (tmp_path / "harness_ncu.csv").write_text(ncu_csv(kernels))
+               ("qmm_sm80_kernel", 57000), ("qmm_sm80_kernel", 57500)]
+    for problem in cuda_qmm_sm80_report.PROFILED:
+        cuda_qmm_sm80_report.profile_file(tmp_path, *problem).write_text(ncu_csv(kernels))
     (tmp_path / "wheel_kernels.csv").write_text(
         "shape,dtype,bits,M,kernel,launches,median_us,min_us,max_us\n"
         "4096x14336,bf16,4,8,qmm_sm80_kernel,5,57.20,57.00,58.00\n")
@@ -97,8 +97,8 @@ def test_report_sets_the_dispatch_against_qmm_sm80_and_the_wheel(tmp_path: Path,
             "50.0 | 57.0 | 57.1 | 57.3 | 1.00 | 1.40 | 1.85 |") in out
     assert "| 4096x14336 | bf16 | 4 | 35.0 | - | 56.0 | 57.0 | 57.2 | 104.0 | 57.5 | - |" in out
     # A profile that lost kernels is refused, not shifted.
-    (tmp_path / "harness_ncu.csv").write_text(ncu_csv(kernels[:-1]))
-    with pytest.raises(SystemExit, match="harness_ncu.csv: 59 kernels, expected 60"):
+    (tmp_path / "harness_ncu_1_8_4096_4096.csv").write_text(ncu_csv(kernels[:-1]))
+    with pytest.raises(SystemExit, match="harness_ncu_1_8_4096_4096.csv: 4 kernels, expected 5"):
         cuda_qmm_sm80_report.main([str(tmp_path)])
 
 
@@ -110,7 +110,8 @@ def _stand_ins(tmp_path: Path, bench_fails: bool = False) -> tuple[Path, Path, d
         "#!/bin/bash\n"
         '[ "$1" = --version ] && { echo "Version 0"; exit 0; }\n'
         f'echo "ncu $*" >> {log}\n'
-        'while [ "$1" != bash ]; do shift; done; shift; bash "$@"\n'
+        'while [ "${1#-}" != "$1" ] || [ "$1" = gpu__time_duration.sum ] || [ "${1#regex:}" != "$1" ] '
+        '|| [ "$1" = none ] || [ "$1" = base ]; do shift; done; "$@"\n'
         'echo \'"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\'\n'
         'echo \'"0","qmv_kernel","gpu__time_duration.sum","nsecond","1"\'\n')
     (bin_dir / "nvidia-smi").write_text("#!/bin/bash\necho 'NVIDIA H200, 580'\n")
@@ -141,12 +142,16 @@ def test_device_script_times_every_problem_then_profiles_the_issue_shapes(tmp_pa
     assert [x for x in calls if "--time" in x] == [
         f"qmv_bench --out {out} --time {d},{b},{s} {specs}"
         for s in ("4096,14336", "4096,2048") for d in (0, 1) for b in (4, 8)]
+    # One ncu per problem, each into its own file, named as the report reads it.
     ncu = [x for x in calls if x.startswith("ncu ")]
-    assert len(ncu) == 1 and "--target-processes all" in ncu[0] and "--clock-control none" in ncu[0]
-    assert "gpu__time_duration.sum" in ncu[0] and "--print-units base" in ncu[0]
+    assert len(ncu) == len(cuda_qmm_sm80_report.PROFILED)
+    assert all("--clock-control none" in x and "gpu__time_duration.sum" in x and "--print-units base" in x
+               for x in ncu)
     profiles = [x for x in calls if x.startswith("qmv_bench --profile")]
-    assert len(profiles) == len(cuda_qmm_sm80_report.PROFILED)
-    assert profiles[0] == f"qmv_bench --profile 0,4,4096,14336 0,0,0,0,8 0,0,0,0,16 sm80,8 sm80,16"
+    assert profiles == [f"qmv_bench --profile {cuda_qmm_sm80_report.DTYPES[d]},{b},{s.replace('x', ',')} "
+                        "0,0,0,0,8 0,0,0,0,16 sm80,8 sm80,16" for s, d, b in cuda_qmm_sm80_report.PROFILED]
+    for problem in cuda_qmm_sm80_report.PROFILED:
+        assert cuda_qmm_sm80_report.profile_file(out, *problem).read_text().count("gpu__time_duration") == 1
     assert "NVIDIA H200" in (out / "env.txt").read_text()
 
 
