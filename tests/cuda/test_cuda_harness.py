@@ -73,13 +73,18 @@ def test_overlay_routes_every_matrix_kernel_branch_to_qmv_up_to_16_vectors(
 
     patched = branches((patched_checkout / QUANTIZED).read_text())
     assert set(patched) == {"qmm_sm90", "qmm_sm80", "qmm_naive"}, patched
+    # qmm_sm80's branch keeps upstream's narrow route (taken with
+    # MLX_QMV_WIDE=1, which gives the overlay's 8 to 16 back to upstream).
+    assert patched.pop("qmm_sm80") == (
+        "can_use_qmv && (M * B <= qmv_max_vecs || qmv_faster_than_qmm_sm80( x, w, out, group_size_, mode_, "
+        "encoder.device()))"), patched
     assert all(c == "can_use_qmv && (M * B <= qmv_max_vecs)" for c in patched.values()), patched
     # 16 vectors, or upstream's 7 with MLX_QMV_WIDE=1 (Metal's speed switch).
     assert 'const int qmv_max_vecs = env::get_var("MLX_QMV_WIDE", 0) ? 7 : 16;' in (
         patched_checkout / QUANTIZED
     ).read_text()
     stock = branches((pinned_checkout / QUANTIZED).read_text())
-    assert set(stock) == set(patched) and stock["qmm_sm80"] == "can_use_qmv && (M * B < 8)"
+    assert set(stock) == set(patched) | {"qmm_sm80"} and stock["qmm_sm80"] == "can_use_qmv && (M * B < 8)"
     assert "M == 1 && B == 1" in stock["qmm_sm90"], stock
 
     # Where fp_qmv serves the fp modes (compute capability 10 and up) it

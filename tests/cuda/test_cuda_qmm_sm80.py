@@ -5,7 +5,9 @@ matched to its products (bench/cuda_qmm_wheel_kernels.py), the tables
 (bench/cuda_qmm_sm80_device.sh), with stand-ins for the GPU tools."""
 from __future__ import annotations
 
+import csv
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -160,3 +162,54 @@ def test_device_script_fails_when_a_timing_run_fails(tmp_path: Path) -> None:
     run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_qmm_sm80_device.sh"), str(c), str(tmp_path / "out")],
                          capture_output=True, text=True, env=env)
     assert run.returncode == 1
+
+
+RUN = ROOT / "docs" / "data" / "cuda_qmv_h200_2026-12-03c" / "call1" / "cuda_qmv_time.csv"
+H200_SMS = 132
+
+
+def _route_patch() -> tuple[str, str]:
+    found = sorted((ROOT / "patches").glob("*-Take-qmv-for-narrow-products-of-8-to-16-vectors-on-C.patch"))
+    assert len(found) == 1
+    kinds = dict(ln.split()[:2] for ln in (ROOT / "patches" / "series").read_text().splitlines()
+                 if ln.strip() and not ln.startswith("#"))
+    return found[0].read_text(), kinds[found[0].name]
+
+
+def _routed(per_sm: int, k_min: int) -> list[tuple[str, str, int, int, float, float]]:
+    """(shape, dtype, bits, M, qmv us, qmm_sm80 us) of the recorded run's
+    products of 8, 12 and 16 vectors that the rule sends to qmv."""
+    t: dict[tuple, float] = {}
+    for r in csv.DictReader(RUN.open()):
+        if r["impl"] in ("streamed_auto", "qmm_sm80"):
+            t[(r["impl"], r["shape"], r["dtype"], int(r["bits"]), int(r["M"]))] = float(r["us"])
+    out = []
+    for (impl, shape, dt, bits, m), us in t.items():
+        k, n = (int(v) for v in shape.split("x"))
+        if impl == "qmm_sm80" and m >= 8 and k >= k_min and n * m <= per_sm * H200_SMS:
+            out.append((shape, dt, bits, m, t[("streamed_auto", shape, dt, bits, m)], us))
+    return out
+
+
+def test_upstream_route_takes_qmv_only_where_the_h200_run_found_it_faster() -> None:
+    """The upstream patch's rule (its constants read from the patch) applied
+    to every product of 8, 12 and 16 vectors of the recorded H200 run: each
+    product it routes was faster on qmv than on qmm_sm80; the same check with
+    the bound half as large again finds slower ones (it can fail)."""
+    text, kind = _route_patch()
+    assert kind == "upstream" and "mlx-overlay" not in text.split("\n---\n")[0]
+    files = re.findall(r"(?m)^diff --git a/(\S+) b/", text)
+    assert files == ["mlx/backend/cuda/quantized/qmm/qmm.cu", "mlx/backend/cuda/quantized/qmm/qmm.h",
+                     "mlx/backend/cuda/quantized/quantized.cpp"]
+    added = "\n".join(ln[1:] for ln in text.splitlines() if ln.startswith("+"))
+    per_sm = int(re.search(r"<= (\d+) \* int64_t\(sm_count\)", added).group(1))
+    k_min = int(re.search(r"k < (\d+)\)", added).group(1))
+    assert "group_size != 64" in added and "compute_capability_major() != 9" in added
+    assert "mode != QuantizationMode::Affine" in added and "m * l > 16" in added
+    routed = _routed(per_sm, k_min)
+    assert len(routed) >= 60
+    slower = [r for r in routed if r[4] >= r[5]]
+    assert not slower, slower
+    assert max(r[4] / r[5] for r in routed) < 0.95
+    control = _routed(per_sm * 3 // 2, k_min)
+    assert any(r[4] >= r[5] for r in control)
