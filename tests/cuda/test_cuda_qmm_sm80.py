@@ -213,3 +213,31 @@ def test_upstream_route_takes_qmv_only_where_the_h200_run_found_it_faster() -> N
     assert max(r[4] / r[5] for r in routed) < 0.95
     control = _routed(per_sm * 3 // 2, k_min)
     assert any(r[4] >= r[5] for r in control)
+
+
+def test_route_check_predicts_the_patch_s_rule_and_judges_by_the_rows() -> None:
+    import cuda_mlx_route_check as rc
+
+    text, _ = _route_patch()
+    added = "\n".join(ln[1:] for ln in text.splitlines() if ln.startswith("+"))
+    assert f"<= {rc.PER_SM} * int64_t(sm_count)" in added and f"k < {rc.K_MIN})" in added
+    # 4096 x 4096 at 16 vectors: 65536 <= 512 x 132; 4096 x 14336 at 8: not.
+    assert rc.takes_qmv("upstream", 16, 4096, 4096, 132)
+    assert not rc.takes_qmv("upstream", 8, 14336, 4096, 132)
+    assert not rc.takes_qmv("upstream", 8, 4096, 1024, 132)  # K below 2048
+    assert rc.takes_qmv("upstream", 7, 28672, 4096, 132)  # below 8: always qmv
+    assert rc.takes_qmv("overlay", 16, 28672, 4096, 132)
+    assert not rc.takes_qmv("stock", 8, 1024, 4096, 132)
+    assert rc.verdict("upstream", 16, 4096, 4096, 132, 16) == "ok"
+    assert rc.verdict("upstream", 16, 4096, 4096, 132, 15).startswith("FAIL: 15/16 rows")
+    assert rc.verdict("upstream", 16, 28672, 4096, 132, 0) == "ok"
+    assert rc.verdict("stock", 8, 4096, 4096, 132, 8).startswith("FAIL: every row equal")
+
+
+def test_route_check_refuses_to_time_batches_that_run_concurrently(capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import cuda_mlx_route_check as rc
+
+    monkeypatch.delenv("MLX_MAX_OPS_PER_BUFFER", raising=False)
+    assert rc.main(["--route", "upstream", "--out", "/dev/null"]) == 2
+    assert "MLX_MAX_OPS_PER_BUFFER=0 must be set" in capsys.readouterr().err

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Which kernel MLX built whole takes for products of 8 to 16 vectors, by its
+rows, and how long each product takes (session 25).
+
+For each shape, dtype and width (affine, group 64) and M in --ms, the
+product's rows are compared bitwise with the rows computed one vector at a
+time: qmv gives every row equal, `qmm_sm80` (tensor cores, another order)
+does not. The route the build should take is predicted from patch 0011's
+rule (`qmv_faster_than_qmm_sm80`: sm90, K >= 2048, N * M <= 512 per
+multiprocessor) with --route upstream (the queue's build with
+MLX_QMV_WIDE=1, which gives 8 to 16 vectors back to upstream's choice), or
+is qmv for every product with --route overlay (the default build), or
+`qmm_sm80` for every product of 8 or more with --route stock (the stock
+wheel). A product that does not match its prediction fails the run.
+
+Timing: set MLX_MAX_OPS_PER_BUFFER=0 before starting Python, so that each
+product is committed as a graph of its own and the graphs run one after
+another on the stream (a batch evaluated at once runs independent products concurrently,
+see bench/cuda_qmm_wheel_kernels.py): the figure is the wall time per
+product over `--reps` rounds of R weight sets (beyond the L2), median of 5,
+the gaps between graphs included.
+
+Usage: MLX_MAX_OPS_PER_BUFFER=0 [MLX_QMV_WIDE=1] python3 bench/cuda_mlx_route_check.py
+         --route upstream|overlay|stock --out CSV [--shapes KxN,...] [--ms 8,12,16]
+         [--sms 132]   (the device's multiprocessors: 132 on the H200)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+SHAPES = [(4096, 4096), (14336, 4096), (4096, 8192), (2048, 8192), (4096, 14336), (4096, 28672)]
+# patch 0011's rule (mlx/backend/cuda/quantized/qmm/qmm.cu), for affine
+# weights in groups of 64 on sm90 with one weight matrix.
+PER_SM = 512
+K_MIN = 2048
+
+
+def takes_qmv(route: str, m: int, n: int, k: int, sm_count: int) -> bool:
+    """Whether the build should take qmv for an M-vector product."""
+    if m < 8 or route == "overlay":
+        return True
+    if route == "stock":
+        return False
+    return m <= 16 and k >= K_MIN and n * m <= PER_SM * sm_count
+
+
+def verdict(route: str, m: int, n: int, k: int, sm_count: int, same_rows: int) -> str:
+    """ok, or what went wrong: qmv's rows are all the M = 1 rows, and a
+    product with none of them equal (or some not) came from another kernel."""
+    want = takes_qmv(route, m, n, k, sm_count)
+    if want and same_rows != m:
+        return f"FAIL: {same_rows}/{m} rows equal to M = 1, qmv expected"
+    if not want and same_rows == m:
+        return f"FAIL: every row equal to M = 1, qmm_sm80 expected"
+    return "ok"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--route", choices=("upstream", "overlay", "stock"), required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--shapes", default=",".join(f"{k}x{n}" for k, n in SHAPES))
+    ap.add_argument("--ms", default="8,12,16")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--sms", type=int, default=132)
+    args = ap.parse_args(argv)
+    if os.environ.get("MLX_MAX_OPS_PER_BUFFER") != "0":
+        print("cuda_mlx_route_check.py: MLX_MAX_OPS_PER_BUFFER=0 must be set (the products "
+              "of a batch would run concurrently)", file=sys.stderr)
+        return 2
+    import mlx.core as mx
+    import numpy as np
+
+    sm_count = args.sms
+    shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes.split(",")]
+    ms = [int(m) for m in args.ms.split(",")]
+    rows = ["route,shape,dtype,bits,M,qmv_expected,rows_identical_to_M1,us,verdict"]
+    failed = 0
+    for k, n in shapes:
+        for dt_name, dt in (("bf16", mx.bfloat16), ("fp16", mx.float16)):
+            for bits in (4, 8):
+                set_bytes = n * k * bits // 8 + 2 * 2 * n * (k // 64)
+                r_sets = max(4, (256 << 20) // set_bytes + 1)
+                mx.random.seed(n + k + bits)
+                sets = []
+                for _ in range(r_sets):
+                    w = (mx.random.normal((n, k)) * 0.02).astype(dt)
+                    sets.append(mx.quantize(w, group_size=64, bits=bits))
+                x = mx.random.uniform(-1, 1, (16, k)).astype(dt)
+                mx.eval(sets, x)
+
+                def qmm(xm: mx.array, s: tuple) -> mx.array:
+                    return mx.quantized_matmul(xm, *s, transpose=True, group_size=64, bits=bits)
+
+                alone = [qmm(mx.contiguous(x[i:i + 1]), sets[0]) for i in range(16)]
+                mx.eval(alone)
+                ref = np.concatenate([np.array(a.view(mx.uint16)) for a in alone])
+                for m in ms:
+                    xm = mx.contiguous(x[:m])
+                    o = qmm(xm, sets[0])
+                    mx.eval(o)
+                    got = np.array(o.view(mx.uint16))
+                    same = int((got == ref[:m]).all(axis=1).sum())
+                    mx.eval([qmm(xm, s) for s in sets])  # warm-up
+                    ts = []
+                    for _ in range(5):
+                        outs = [qmm(xm, s) for _ in range(args.reps) for s in sets]
+                        mx.synchronize()
+                        t0 = time.perf_counter()
+                        mx.eval(outs)
+                        mx.synchronize()
+                        ts.append((time.perf_counter() - t0) / len(outs) * 1e6)
+                    v = verdict(args.route, m, n, k, sm_count, same)
+                    failed += v != "ok"
+                    rows.append(f"{args.route},{k}x{n},{dt_name},{bits},{m},"
+                                f"{int(takes_qmv(args.route, m, n, k, sm_count))},{same},"
+                                f"{statistics.median(ts):.2f},{v}")
+                    print(rows[-1], flush=True)
+                del sets
+    with open(args.out, "w") as f:
+        f.write("\n".join(rows) + "\n")
+    print(f"{len(rows) - 1} products, {failed} not as predicted (multiprocessors: {sm_count})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

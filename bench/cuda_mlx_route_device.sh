@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The route of 8 to 16 vectors in MLX built whole (session 25), after
+# bench/cuda_mlx_build_device.sh (a build, or --from-pack) in WORK:
+# bench/cuda_mlx_route_check.py, each product's rows against the rows
+# computed one vector at a time and its time with every product a graph of
+# its own, on
+#   1. the queue's build with MLX_QMV_WIDE=1: upstream's choice, patch 0011's
+#      rule (narrow products to qmv, the others to qmm_sm80);
+#   2. the queue's build as it is: qmv for every product of up to 16;
+#   3. the stock wheels (STOCK_TAR, bench/cuda_stock_wheels.py): qmm_sm80 for
+#      every product of 8 or more.
+# Any product whose rows do not match its route fails the run.
+# Usage: [SHAPES=KxN,...] bench/cuda_mlx_route_device.sh WORK OUT STOCK_TAR
+set -uo pipefail
+WORK=$1
+OUT=$2
+STOCK=$3
+K=$WORK/kit
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$OUT"
+NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
+export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1 MLX_MAX_OPS_PER_BUFFER=0
+unset MLX_QMV_WIDE MLX_QMV_ROUTE
+PATCHED=$K/mlx/python
+SH=${SHAPES:+--shapes $SHAPES}
+status=0
+echo "built from: $(head -1 "$K/MANIFEST")"
+# shellcheck disable=SC2086
+MLX_QMV_WIDE=1 PYTHONPATH=$PATCHED python3 "$ROOT/bench/cuda_mlx_route_check.py" \
+  --route upstream --out "$OUT/upstream.csv" $SH > "$OUT/upstream.txt" 2>&1 || status=1
+tail -1 "$OUT/upstream.txt"
+# shellcheck disable=SC2086
+PYTHONPATH=$PATCHED python3 "$ROOT/bench/cuda_mlx_route_check.py" \
+  --route overlay --out "$OUT/overlay.csv" $SH > "$OUT/overlay.txt" 2>&1 || status=1
+tail -1 "$OUT/overlay.txt"
+mkdir -p /tmp/site && tar -xJf "$STOCK" -C /tmp/site && ln -sfn "$NV" /tmp/site/nvidia
+# shellcheck disable=SC2086
+PYTHONPATH=/tmp/site python3 "$ROOT/bench/cuda_mlx_route_check.py" \
+  --route stock --out "$OUT/stock.csv" $SH > "$OUT/stock.txt" 2>&1 || status=1
+tail -1 "$OUT/stock.txt"
+exit $status
