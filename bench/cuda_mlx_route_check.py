@@ -23,6 +23,7 @@ the gaps between graphs included.
 Usage: MLX_MAX_OPS_PER_BUFFER=0 [MLX_QMV_WIDE=1] python3 bench/cuda_mlx_route_check.py
          --route upstream|overlay|stock --out CSV [--shapes KxN,...] [--ms 8,12,16]
          [--sms 132]   (the device's multiprocessors: 132 on the H200)
+       python3 bench/cuda_mlx_route_check.py table STOCK_CSV UPSTREAM_CSV OVERLAY_CSV
 """
 from __future__ import annotations
 
@@ -59,7 +60,39 @@ def verdict(route: str, m: int, n: int, k: int, sm_count: int, same_rows: int) -
     return "ok"
 
 
+def table(stock_csv: str, upstream_csv: str, overlay_csv: str) -> str:
+    """The three runs side by side: us per product (rows equal to M = 1 over
+    M where not all are), and upstream's time over stock's."""
+    import csv
+
+    runs = []
+    for path in (stock_csv, upstream_csv, overlay_csv):
+        with open(path) as f:
+            runs.append({(r["shape"], r["dtype"], r["bits"], int(r["M"])): r for r in csv.DictReader(f)})
+
+    def cell(r: dict, m: int) -> str:
+        same = int(r["rows_identical_to_M1"])
+        return r["us"] + ("" if same == m else f" ({same}/{m})")
+
+    out = ["| K x N | dtype | bits | M | stock | upstream (MLX_QMV_WIDE=1) | overlay | upstream / stock |",
+           "|---|---|---|---|---|---|---|---|"]
+    for key, s in runs[0].items():
+        u, o = runs[1][key], runs[2][key]
+        m = key[3]
+        out.append(f"| {' | '.join(key[:3])} | {m} | {cell(s, m)} | {cell(u, m)} | {cell(o, m)} | "
+                   f"{float(u['us']) / float(s['us']):.2f} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["table"]:
+        if len(argv) != 4:
+            print("usage: cuda_mlx_route_check.py table STOCK_CSV UPSTREAM_CSV OVERLAY_CSV", file=sys.stderr)
+            return 2
+        sys.stdout.write(table(*argv[1:]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--route", choices=("upstream", "overlay", "stock"), required=True)
     ap.add_argument("--out", required=True)

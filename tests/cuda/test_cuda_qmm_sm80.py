@@ -241,3 +241,16 @@ def test_route_check_refuses_to_time_batches_that_run_concurrently(capsys: pytes
     monkeypatch.delenv("MLX_MAX_OPS_PER_BUFFER", raising=False)
     assert rc.main(["--route", "upstream", "--out", "/dev/null"]) == 2
     assert "MLX_MAX_OPS_PER_BUFFER=0 must be set" in capsys.readouterr().err
+
+
+def test_route_check_table_sets_the_three_runs_side_by_side(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import cuda_mlx_route_check as rc
+
+    head = "route,shape,dtype,bits,M,qmv_expected,rows_identical_to_M1,us,verdict\n"
+    for route, same, us in (("stock", 0, "62.88"), ("upstream", 8, "32.07"), ("overlay", 8, "24.34")):
+        (tmp_path / f"{route}.csv").write_text(head + f"{route},4096x4096,bf16,4,8,1,{same},{us},ok\n")
+    assert rc.main(["table", *(str(tmp_path / f"{r}.csv") for r in ("stock", "upstream", "overlay"))]) == 0
+    out = capsys.readouterr().out
+    assert "| 4096x4096 | bf16 | 4 | 8 | 62.88 (0/8) | 32.07 | 24.34 | 0.51 |" in out
+    assert rc.main(["table", "one.csv"]) == 2
