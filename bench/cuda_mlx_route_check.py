@@ -22,6 +22,7 @@ the gaps between graphs included.
 
 Usage: MLX_MAX_OPS_PER_BUFFER=0 [MLX_QMV_WIDE=1] python3 bench/cuda_mlx_route_check.py
          --route upstream|overlay|stock --out CSV [--shapes KxN,...] [--ms 8,12,16]
+         [--batched]   (x of shape (M, 1, K): B = M batches, M = 1 each)
          [--sms 132]   (the device's multiprocessors: 132 on the H200)
        python3 bench/cuda_mlx_route_check.py table STOCK_CSV UPSTREAM_CSV OVERLAY_CSV
 """
@@ -100,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ms", default="8,12,16")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sms", type=int, default=132)
+    ap.add_argument("--batched", action="store_true",
+                    help="x of shape (M, 1, K): M = 1 and B = M batches of broadcast weights, "
+                         "as in batched decoding")
     args = ap.parse_args(argv)
     if os.environ.get("MLX_MAX_OPS_PER_BUFFER") != "0":
         print("cuda_mlx_route_check.py: MLX_MAX_OPS_PER_BUFFER=0 must be set (the products "
@@ -123,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 for _ in range(r_sets):
                     w = (mx.random.normal((n, k)) * 0.02).astype(dt)
                     sets.append(mx.quantize(w, group_size=64, bits=bits))
-                x = mx.random.uniform(-1, 1, (16, k)).astype(dt)
+                x = mx.random.uniform(-1, 1, (16, 1, k) if args.batched else (16, k)).astype(dt)
                 mx.eval(sets, x)
 
                 def qmm(xm: mx.array, s: tuple) -> mx.array:
@@ -131,12 +135,12 @@ def main(argv: list[str] | None = None) -> int:
 
                 alone = [qmm(mx.contiguous(x[i:i + 1]), sets[0]) for i in range(16)]
                 mx.eval(alone)
-                ref = np.concatenate([np.array(a.view(mx.uint16)) for a in alone])
+                ref = np.concatenate([np.array(a.view(mx.uint16)).reshape(1, n) for a in alone])
                 for m in ms:
                     xm = mx.contiguous(x[:m])
                     o = qmm(xm, sets[0])
                     mx.eval(o)
-                    got = np.array(o.view(mx.uint16))
+                    got = np.array(o.view(mx.uint16)).reshape(m, n)
                     same = int((got == ref[:m]).all(axis=1).sum())
                     mx.eval([qmm(xm, s) for s in sets])  # warm-up
                     ts = []
@@ -149,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                         ts.append((time.perf_counter() - t0) / len(outs) * 1e6)
                     v = verdict(args.route, m, n, k, sm_count, same)
                     failed += v != "ok"
-                    rows.append(f"{args.route},{k}x{n},{dt_name},{bits},{m},"
+                    rows.append(f"{args.route}{'-batched' if args.batched else ''},{k}x{n},{dt_name},{bits},{m},"
                                 f"{int(takes_qmv(args.route, m, n, k, sm_count))},{same},"
                                 f"{statistics.median(ts):.2f},{v}")
                     print(rows[-1], flush=True)

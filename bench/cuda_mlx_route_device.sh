@@ -10,7 +10,8 @@
 #   3. the stock wheels (STOCK_TAR, bench/cuda_stock_wheels.py): qmm_sm80 for
 #      every product of 8 or more.
 # Any product whose rows do not match its route fails the run.
-# Usage: [SHAPES=KxN,...] bench/cuda_mlx_route_device.sh WORK OUT STOCK_TAR
+# Usage: [SHAPES=KxN,...] [BATCHED=1] bench/cuda_mlx_route_device.sh WORK OUT STOCK_TAR
+#   (BATCHED=1: x of shape (M, 1, K), the M vectors as batches)
 #   (STOCK_TAR none: the first two only, where the carry has no room for it)
 set -uo pipefail
 WORK=$1
@@ -24,7 +25,7 @@ export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRAR
 export PYTHONUNBUFFERED=1 MLX_MAX_OPS_PER_BUFFER=0
 unset MLX_QMV_WIDE MLX_QMV_ROUTE
 PATCHED=$K/mlx/python
-SH=${SHAPES:+--shapes $SHAPES}
+SH="${SHAPES:+--shapes $SHAPES}${BATCHED:+ --batched}"
 status=0
 echo "built from: $(head -1 "$K/MANIFEST")"
 # shellcheck disable=SC2086
