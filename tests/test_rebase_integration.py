@@ -87,7 +87,12 @@ def test_upstream_pr_on_the_real_queue(project: Project, upstream_cache: object,
     assert (tmp_path / "out" / "PR.md").is_file()
     # One PR per backend: the CUDA patches and the Metal ones each apply and
     # pass alone (no hunk of one touches lines the other introduced).
-    by_backend = {"cuda": [n for n in upstream if "CUDA" in n], "metal": [n for n in upstream if "CUDA" not in n]}
+    # A patch's backend is the one its paths name (not its title, which git
+    # cuts to 52 characters in the file name).
+    def is_cuda(name: str) -> bool:
+        return any("/cuda/" in f.path for f in PatchFile.read(copy.patches_dir / name).files)
+
+    by_backend = {"cuda": [n for n in upstream if is_cuda(n)], "metal": [n for n in upstream if not is_cuda(n)]}
     for backend, only in by_backend.items():
         picked = upstream_pr(copy, TARGET, tmp_path / backend, only=only, log=lambda _: None)
         paths = {f.path for p in picked.files for f in PatchFile.read(p).files}
