@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import mlx.core as mx
     import numpy as np
+    from cuda_qmv_mlx import weight_sets  # bench/, beside this script
 
     sm_count = args.sms
     shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes.split(",")]
@@ -120,13 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, n in shapes:
         for dt_name, dt in (("bf16", mx.bfloat16), ("fp16", mx.float16)):
             for bits in (4, 8):
-                set_bytes = n * k * bits // 8 + 2 * 2 * n * (k // 64)
-                r_sets = max(4, (256 << 20) // set_bytes + 1)
-                mx.random.seed(n + k + bits)
-                sets = []
-                for _ in range(r_sets):
-                    w = (mx.random.normal((n, k)) * 0.02).astype(dt)
-                    sets.append(mx.quantize(w, group_size=64, bits=bits))
+                sets = weight_sets(k, n, dt, bits)
                 x = mx.random.uniform(-1, 1, (16, 1, k) if args.batched else (16, k)).astype(dt)
                 mx.eval(sets, x)
 

@@ -27,6 +27,20 @@ SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096)]  # K x N
 MS = [1, 2, 4, 7, 8, 16]
 
 
+def set_bytes(k: int, n: int, bits: int) -> int:
+    """Bytes of one weight set: packed weights, bf16/fp16 scales and biases."""
+    return n * k * bits // 8 + 2 * 2 * n * (k // 64)
+
+
+def weight_sets(k: int, n: int, dtype: mx.Dtype, bits: int) -> list[tuple[mx.array, ...]]:
+    """Random N x K weights quantized (affine, group 64), seeded per shape and
+    width: enough sets to span more than 256 MB (beyond the L2), at least 4."""
+    mx.random.seed(n + k + bits)
+    count = max(4, (256 << 20) // set_bytes(k, n, bits) + 1)
+    return [mx.quantize((mx.random.normal((n, k)) * 0.02).astype(dtype), group_size=64, bits=bits)
+            for _ in range(count)]
+
+
 def bits_of(a: mx.array) -> np.ndarray:
     return np.array(a.view(mx.uint16))
 
@@ -52,13 +66,7 @@ def main() -> int:
     for k, n in shapes:
         for dt_name, dt in (("bf16", mx.bfloat16), ("fp16", mx.float16)):
             for bits in (4, 8):
-                set_bytes = n * k * bits // 8 + 2 * 2 * n * (k // 64)
-                R = max(4, (256 << 20) // set_bytes + 1)
-                mx.random.seed(n + k + bits)
-                sets = []
-                for _ in range(R):
-                    w = (mx.random.normal((n, k)) * 0.02).astype(dt)
-                    sets.append(mx.quantize(w, group_size=64, bits=bits))
+                sets = weight_sets(k, n, dt, bits)
                 x = mx.random.uniform(-1, 1, (16, k)).astype(dt)
                 xs = {m: mx.contiguous(x[:m]) for m in MS + list(range(1, 17))}
                 mx.eval(sets, list(xs.values()))
@@ -101,7 +109,7 @@ def main() -> int:
                     same, frac = parity.get(m, (1, 0.0))
                     csv.append(f"{label},{dt_name},{bits},{m},{us:.2f},{same},{frac:.3f}")
                     say(f"{label} {dt_name} {bits}-bit M={m:2d}: {us:8.2f} us "
-                        f"({set_bytes / us / 1e3:.0f} GB/s weights), rows identical to M=1: {same}/{m}")
+                        f"({set_bytes(k, n, bits) / us / 1e3:.0f} GB/s weights), rows identical to M=1: {same}/{m}")
                 del sets
     if args.out:
         with open(args.out, "w") as f:
