@@ -81,6 +81,9 @@ struct Sets {
 static const int kGroup = 64;
 // QmvArgs::tail of the launches make_args describes.
 static int g_tail = QMV_TAIL_PICKED;
+// QmvArgs::l of those launches: batches of M vectors each over the same
+// (broadcast) weights, as x of shape (B, M, K) gives them (--time's B).
+static int g_batches = 1;
 
 static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
                          const void* s, const void* b, void* out, int m,
@@ -97,7 +100,7 @@ static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
   a.m = m;
   a.n = n;
   a.k = k;
-  a.l = 1;
+  a.l = g_batches;
   a.broadcast_w = true;
   a.stream = st;
   a.tail = g_tail;
@@ -548,12 +551,41 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
   int rc = 0;
   bool stock_timed[17] = {false, true};
   for (int i = 1; i < argc; ++i) {
-    int M;
-    if (sscanf(argv[i], "sm80,%d", &M) == 1) {
-      if (M < 1 || M > 16) {
-        fprintf(stderr, "qmv_bench: --time %s: expected sm80,M (M 1..16)\n",
+    int M, B = 1;
+    // auto,M,B: the dispatch at M vectors in each of B batches of broadcast
+    // weights (x of shape (B, M, K), as batched decoding gives it).
+    if (sscanf(argv[i], "auto,%d,%d", &M, &B) == 2) {
+      if (M < 1 || B < 1 || M * B > 16) {
+        fprintf(stderr, "qmv_bench: --time %s: expected auto,M,B (M * B <= 16)\n",
                 argv[i]);
         return 2;
+      }
+      g_batches = B;
+      double us = time_impl(AUTO, dtype, bits, sh, sets, x, out, M, st, 0, 0,
+                            0, 0, reps);
+      g_batches = 1;
+      if (us < 0) rc = 1;
+      char impl[32];
+      snprintf(impl, sizeof(impl), "streamed_auto_b%d", B);
+      row(impl, 0, 0, 0, 0, M, us);
+      continue;
+    }
+    if (sscanf(argv[i], "sm80,%d,%d", &M, &B) >= 1) {
+      if (M < 1 || B < 1 || M * B > 16) {
+        fprintf(stderr, "qmv_bench: --time %s: expected sm80,M[,B] (M * B <= 16)\n",
+                argv[i]);
+        return 2;
+      }
+      if (B > 1) {
+        g_batches = B;
+        double us = time_impl(QMM_SM80, dtype, bits, sh, sets, x, out, M, st,
+                              0, 0, 0, 0, reps);
+        g_batches = 1;
+        if (us < 0) rc = 1;
+        char impl[32];
+        snprintf(impl, sizeof(impl), "qmm_sm80_b%d", B);
+        row(impl, 0, 0, 0, 0, M, us);
+        continue;
       }
       double us = time_impl(QMM_SM80, dtype, bits, sh, sets, x, out, M, st, 0,
                             0, 0, 0, reps);
