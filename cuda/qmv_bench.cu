@@ -469,7 +469,9 @@ static double check_qmm(int dtype, int bits, const Shape& sh, const Sets& sets,
 // vectors where the streamed kernel does not), and each listed configuration
 // (W = 0: the dispatch; T = 1: every block at full size, impl
 // streamed_no_tail, else the last wave as the launch picks it), as CSV
-// rows (appended to DIR/cuda_qmv_time.csv with --out DIR). A spec sm80,M
+// rows (appended to DIR/cuda_qmv_time.csv with --out DIR). auto,M,B and
+// sm80,M,B time the dispatch and qmm_sm80 on B batches of M vectors over
+// broadcast weights (x of shape (B, M, K)). A spec sm80,M
 // times the pin's qmm_sm80_kernel at M as MLX launches it (what MLX runs for
 // 8 to 16 vectors), and checks it against stock qmv (check_qmm; a difference
 // over 5% of the largest output fails the run). Nothing else is checked: the
@@ -648,7 +650,8 @@ int main(int argc, char** argv) {
              "  --profile: launch stock M=1 and each streamed configuration\n"
              "  once (for ncu), no checks; DTYPE 0 = bf16, 1 = fp16;\n"
              "  W = 0 means the dispatch (qmv_streamed_auto); sm80,M\n"
-             "  the pin's qmm_sm80 kernel at M (--profile and --time)\n"
+             "  the pin's qmm_sm80 kernel at M (--profile and --time);\n"
+             "  auto,M,B and sm80,M,B: B batches of broadcast weights (--time)\n"
              "       qmv_bench [--out DIR] [--quick] --time DTYPE,BITS,K,N W,R,V,D,M[,T] ...\n"
              "  --time: time the read roofline, stock M=1 and each\n"
              "  configuration on rotated weights (CSV; no checks);\n"
