@@ -552,41 +552,32 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
       time_impl(STOCK, dtype, bits, sh, sets, x, out, 1, st, 0, 0, 0, 0, reps));
   int rc = 0;
   bool stock_timed[17] = {false, true};
+  // impl on B batches of M vectors over broadcast weights (x of shape
+  // (B, M, K), as batched decoding gives it), as impl_bB.
+  auto time_batches = [&](Impl impl, const char* name, int M, int B) {
+    g_batches = B;
+    double us = time_impl(impl, dtype, bits, sh, sets, x, out, M, st, 0, 0, 0,
+                          0, reps);
+    g_batches = 1;
+    if (us < 0) rc = 1;
+    char batched[32];
+    snprintf(batched, sizeof(batched), "%s_b%d", name, B);
+    row(batched, 0, 0, 0, 0, M, us);
+  };
   for (int i = 1; i < argc; ++i) {
     int M, B = 1;
-    // auto,M,B: the dispatch at M vectors in each of B batches of broadcast
-    // weights (x of shape (B, M, K), as batched decoding gives it).
-    if (sscanf(argv[i], "auto,%d,%d", &M, &B) == 2) {
+    bool dispatch = sscanf(argv[i], "auto,%d,%d", &M, &B) == 2;
+    if (dispatch || sscanf(argv[i], "sm80,%d,%d", &M, &B) >= 1) {
       if (M < 1 || B < 1 || M * B > 16) {
-        fprintf(stderr, "qmv_bench: --time %s: expected auto,M,B (M * B <= 16)\n",
+        fprintf(stderr,
+                "qmv_bench: --time %s: expected auto,M,B or sm80,M[,B] "
+                "(M * B <= 16)\n",
                 argv[i]);
         return 2;
       }
-      g_batches = B;
-      double us = time_impl(AUTO, dtype, bits, sh, sets, x, out, M, st, 0, 0,
-                            0, 0, reps);
-      g_batches = 1;
-      if (us < 0) rc = 1;
-      char impl[32];
-      snprintf(impl, sizeof(impl), "streamed_auto_b%d", B);
-      row(impl, 0, 0, 0, 0, M, us);
-      continue;
-    }
-    if (sscanf(argv[i], "sm80,%d,%d", &M, &B) >= 1) {
-      if (M < 1 || B < 1 || M * B > 16) {
-        fprintf(stderr, "qmv_bench: --time %s: expected sm80,M[,B] (M * B <= 16)\n",
-                argv[i]);
-        return 2;
-      }
-      if (B > 1) {
-        g_batches = B;
-        double us = time_impl(QMM_SM80, dtype, bits, sh, sets, x, out, M, st,
-                              0, 0, 0, 0, reps);
-        g_batches = 1;
-        if (us < 0) rc = 1;
-        char impl[32];
-        snprintf(impl, sizeof(impl), "qmm_sm80_b%d", B);
-        row(impl, 0, 0, 0, 0, M, us);
+      if (dispatch || B > 1) {
+        time_batches(dispatch ? AUTO : QMM_SM80,
+                     dispatch ? "streamed_auto" : "qmm_sm80", M, B);
         continue;
       }
       double us = time_impl(QMM_SM80, dtype, bits, sh, sets, x, out, M, st, 0,
