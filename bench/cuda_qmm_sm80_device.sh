@@ -12,9 +12,10 @@
 #     qmm_sm80 at M = 8 and 16 in the harness, and of the stock wheel's
 #     products evaluated one at a time (bench/cuda_qmm_wheel_kernels.py): the
 #     qmm_sm80 that the wheel compiles at run time beside the harness's.
-# Usage: [SHAPES="K,N ..."] [BITS="4 8"] [NO_NCU=1] [NO_WHEEL=1]
+# Usage: [SHAPES="K,N ..."] [BITS="4 8"] [SPECS="..."] [NO_NCU=1] [NO_WHEEL=1]
 #        cuda_qmm_sm80_device.sh C OUT
-#   (NO_NCU leaves out the harness's profile, NO_WHEEL the wheel's.)
+#   (NO_NCU leaves out the harness's profile, NO_WHEEL the wheel's; SPECS
+#   replaces the --time specs, e.g. with the batched auto,M,B and sm80,M,B.)
 #   C holds qmv_bench (bench/cuda_qmv.py build), mlx-sm90.tar.xz
 #   (bench/cuda_stock_wheels.py) and cuda_qmm_wheel_kernels.py.
 # Tables: python3 bench/cuda_qmm_sm80_report.py OUT
@@ -27,8 +28,8 @@ ncu --version | tail -1 | tee -a "$O/env.txt"
 SHAPES=${SHAPES:-"4096,14336 14336,4096 4096,4096 4096,1024 4096,2048 4096,6144 \
 4096,8192 4096,11008 4096,20480 4096,28672 14336,8192 2048,2048 2048,8192 \
 8192,8192 8192,28672"}
-SPECS="0,0,0,0,1 0,0,0,0,2 0,0,0,0,4 0,0,0,0,8 0,0,0,0,12 0,0,0,0,16"
-SPECS="$SPECS sm80,4 sm80,8 sm80,12 sm80,16"
+SPECS=${SPECS:-"0,0,0,0,1 0,0,0,0,2 0,0,0,0,4 0,0,0,0,8 0,0,0,0,12 0,0,0,0,16 \
+sm80,4 sm80,8 sm80,12 sm80,16"}
 t0=$(date +%s)
 for s in $SHAPES; do
   for d in 0 1; do

@@ -8,6 +8,10 @@
    dispatch and qmm_sm80 at M = 8 and 16 (OUT/harness_ncu_D_B_K_N.csv, one
    per problem), beside the stock wheel's products run one at a time
    (OUT/wheel_kernels.csv).
+3. Batched decoding, where the run timed the batched specs (auto,M,B and
+   sm80,M,B: B batches of M vectors over broadcast weights): per product the
+   dispatch and qmm_sm80 in the same graphs, their ratio, and qmm_sm80 on
+   the same M * B vectors as one batch beside.
 
 Usage: python3 bench/cuda_qmm_sm80_report.py OUT
 """
@@ -68,6 +72,41 @@ def graph_table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def batched_table(rows: list[dict]) -> str:
+    """The batched products (impl streamed_auto_bB / qmm_sm80_bB), one line
+    each; empty where the run timed none."""
+    t: dict[tuple, dict[str, float]] = {}
+    single: dict[tuple, float] = {}
+    for r in rows:
+        impl, m, us = r["impl"], int(r["M"]), float(r["us"])
+        key = (r["shape"], r["dtype"], int(r["bits"]))
+        for name, tag in (("streamed_auto_b", "d"), ("qmm_sm80_b", "q")):
+            if impl.startswith(name):
+                b = int(impl[len(name):])
+                t.setdefault(key + (m, b), {})[tag] = us
+        if impl == "qmm_sm80":
+            single[key + (m,)] = us
+    if not t:
+        return ""
+    head = ["K x N", "dtype", "bits", "M", "B", "dispatch", "qmm_sm80", "dispatch / qmm_sm80",
+            "qmm_sm80 on M x B vectors, one batch"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def order(key: tuple) -> tuple:
+        k, n = (int(v) for v in key[0].split("x"))
+        return (k, n, key[1], key[2], key[3] * key[4], key[4])
+
+    for key in sorted(t, key=order):
+        d, q = t[key].get("d"), t[key].get("q")
+        one = single.get(key[:3] + (key[3] * key[4],))
+        out.append("| " + " | ".join([
+            key[0], key[1], str(key[2]), str(key[3]), str(key[4]),
+            "-" if d is None else f"{d:.1f}", "-" if q is None else f"{q:.1f}",
+            "-" if d is None or q is None else f"{d / q:.2f}",
+            "-" if one is None else f"{one:.1f}"]) + " |")
+    return "\n".join(out) + "\n"
+
+
 def ncu_table(out: Path, wheel: list[dict]) -> str:
     w = {(r["shape"], r["dtype"], int(r["bits"]), int(r["M"])): float(r["median_us"])
          for r in wheel}
@@ -99,7 +138,11 @@ def main(argv: list[str]) -> int:
         return 2
     out = Path(argv[0])
     with open(out / "cuda_qmv_time.csv") as f:
-        print(graph_table(list(csv.DictReader(f))))
+        rows = list(csv.DictReader(f))
+    print(graph_table(rows))
+    batched = batched_table(rows)
+    if batched:
+        print(batched)
     if profile_file(out, *PROFILED[0]).is_file():
         wk = out / "wheel_kernels.csv"
         wheel = list(csv.DictReader(open(wk))) if wk.is_file() else []

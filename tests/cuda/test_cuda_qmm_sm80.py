@@ -157,6 +157,36 @@ def test_device_script_times_every_problem_then_profiles_the_issue_shapes(tmp_pa
     assert "NVIDIA H200" in (out / "env.txt").read_text()
 
 
+def test_device_script_times_the_specs_it_is_given(tmp_path: Path) -> None:
+    c, log, env = _stand_ins(tmp_path)
+    env.update(NO_NCU="1", BITS="4", SHAPES="4096,4096", SPECS="auto,1,8 sm80,1,8")
+    run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_qmm_sm80_device.sh"), str(c), str(tmp_path / "out")],
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text().splitlines()
+    assert [x.split(" --time ")[1] for x in calls if "--time" in x] == [
+        "0,4,4096,4096 auto,1,8 sm80,1,8", "1,4,4096,4096 auto,1,8 sm80,1,8"]
+    assert not [x for x in calls if x.startswith("ncu ")]
+
+
+def test_report_tables_batched_products_beside_one_batch_of_as_many_vectors(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = ["shape,dtype,bits,impl,W,R,V,D,M,us,bytes,GBps",
+            "4096x4096,fp16,8,stock_qmv,0,0,0,0,1,10.6,1,1",
+            "4096x4096,fp16,8,qmm_sm80,0,0,0,0,8,47.1,1,1",
+            "4096x4096,fp16,8,streamed_auto_b8,0,0,0,0,1,19.0,1,1",
+            "4096x4096,fp16,8,qmm_sm80_b8,0,0,0,0,1,190.0,1,1",
+            "4096x4096,fp16,8,streamed_auto_b4,0,0,0,0,2,18.5,1,1"]
+    (tmp_path / "cuda_qmv_time.csv").write_text("\n".join(rows) + "\n")
+    assert cuda_qmm_sm80_report.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| 4096x4096 | fp16 | 8 | 1 | 8 | 19.0 | 190.0 | 0.10 | 47.1 |" in out
+    assert "| 4096x4096 | fp16 | 8 | 2 | 4 | 18.5 | - | - | 47.1 |" in out
+    # No batched rows: no batched table.
+    assert cuda_qmm_sm80_report.batched_table(
+        [dict(zip(rows[0].split(","), rows[2].split(",")))]) == ""
+
+
 def test_device_script_fails_when_a_timing_run_fails(tmp_path: Path) -> None:
     c, _, env = _stand_ins(tmp_path, bench_fails=True)
     run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_qmm_sm80_device.sh"), str(c), str(tmp_path / "out")],
