@@ -7,7 +7,7 @@ product's rows are compared bitwise with the rows computed one vector at a
 time: qmv gives every row equal, `qmm_sm80` (tensor cores, another order)
 does not. The route the build should take is predicted from patch 0011's
 rule (`qmv_faster_than_qmm_sm80`: sm90, K >= 2048, N * M <= 512 per
-multiprocessor) with --route upstream (the queue's build with
+multiprocessor, or broadcast batches of at most 2 vectors) with --route upstream (the queue's build with
 MLX_QMV_WIDE=1, which gives 8 to 16 vectors back to upstream's choice), or
 is qmv for every product with --route overlay (the default build), or
 `qmm_sm80` for every product of 8 or more with --route stock (the stock
@@ -39,21 +39,27 @@ SHAPES = [(4096, 4096), (14336, 4096), (4096, 8192), (2048, 8192), (4096, 14336)
 # weights in groups of 64 on sm90 with one weight matrix.
 PER_SM = 512
 K_MIN = 2048
+# Broadcast batches of at most this many vectors take qmv at any N.
+BATCH_VECS = 2
 
 
-def takes_qmv(route: str, m: int, n: int, k: int, sm_count: int) -> bool:
-    """Whether the build should take qmv for an M-vector product."""
+def takes_qmv(route: str, m: int, n: int, k: int, sm_count: int, batches: int = 1) -> bool:
+    """Whether the build should take qmv for a product of m vectors, as
+    `batches` broadcast batches of m / batches vectors each."""
     if m < 8 or route == "overlay":
         return True
     if route == "stock":
         return False
-    return m <= 16 and k >= K_MIN and n * m <= PER_SM * sm_count
+    if m > 16 or k < K_MIN:
+        return False
+    return (batches > 1 and m // batches <= BATCH_VECS) or n * m <= PER_SM * sm_count
 
 
-def verdict(route: str, m: int, n: int, k: int, sm_count: int, same_rows: int) -> str:
+def verdict(route: str, m: int, n: int, k: int, sm_count: int, same_rows: int,
+            batches: int = 1) -> str:
     """ok, or what went wrong: qmv's rows are all the M = 1 rows, and a
     product with none of them equal (or some not) came from another kernel."""
-    want = takes_qmv(route, m, n, k, sm_count)
+    want = takes_qmv(route, m, n, k, sm_count, batches)
     if want and same_rows != m:
         return f"FAIL: {same_rows}/{m} rows equal to M = 1, qmv expected"
     if not want and same_rows == m:
@@ -146,10 +152,11 @@ def main(argv: list[str] | None = None) -> int:
                         mx.eval(outs)
                         mx.synchronize()
                         ts.append((time.perf_counter() - t0) / len(outs) * 1e6)
-                    v = verdict(args.route, m, n, k, sm_count, same)
+                    batches = m if args.batched else 1
+                    v = verdict(args.route, m, n, k, sm_count, same, batches)
                     failed += v != "ok"
                     rows.append(f"{args.route}{'-batched' if args.batched else ''},{k}x{n},{dt_name},{bits},{m},"
-                                f"{int(takes_qmv(args.route, m, n, k, sm_count))},{same},"
+                                f"{int(takes_qmv(args.route, m, n, k, sm_count, batches))},{same},"
                                 f"{statistics.median(ts):.2f},{v}")
                     print(rows[-1], flush=True)
                 del sets

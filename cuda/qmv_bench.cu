@@ -423,9 +423,18 @@ static double time_read(const ReadConfig& c, const Sets& sets, size_t w_bytes,
 // are bitwise identical, and the largest difference over the largest
 // |stock|. A launch that misreads its operands gives order one there; the
 // two summation orders, about 1e-2 or less. -1 where qmm_sm80 refused.
+// misses counts the outputs off by more than 5% of the largest |stock| and
+// names the first of them (row, column), to tell a misread launch (every
+// row) from a few wrong tiles.
+struct QmmMisses {
+  int count = 0;
+  int row = -1;
+  int col = -1;
+  int stock_changed = 0;  // outputs of stock that differ between two runs
+};
 static double check_qmm(int dtype, int bits, const Shape& sh, const Sets& sets,
                         const void* x, int m, cudaStream_t st,
-                        int* same_rows) {
+                        int* same_rows, QmmMisses* misses) {
   size_t count = size_t(m) * sh.n;
   void *ref, *got;
   CK(cudaMalloc(&ref, count * 2));
@@ -439,12 +448,21 @@ static double check_qmm(int dtype, int bits, const Shape& sh, const Sets& sets,
   rc |= launch(QMM_SM80, a);
   CK(cudaStreamSynchronize(st));
   CK(cudaGetLastError());
-  std::vector<uint16_t> r(count), g(count);
+  std::vector<uint16_t> r(count), g(count), r2(count);
   CK(cudaMemcpy(r.data(), ref, count * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(g.data(), got, count * 2, cudaMemcpyDeviceToHost));
+  // Stock again into the same buffer: a reference that changes is stock's
+  // or the memory's fault, not qmm_sm80's.
+  CK(cudaMemsetAsync(ref, 0xff, count * 2, st));
+  a.out = ref;
+  rc |= launch(STOCK, a);
+  CK(cudaStreamSynchronize(st));
+  CK(cudaMemcpy(r2.data(), ref, count * 2, cudaMemcpyDeviceToHost));
   cudaFree(ref);
   cudaFree(got);
   if (rc != 0) return -1;
+  misses->stock_changed = 0;
+  for (size_t e = 0; e < count; ++e) misses->stock_changed += r[e] != r2[e];
   double max_ref = 0, max_diff = 0;
   *same_rows = 0;
   for (int i = 0; i < m; ++i) {
@@ -460,6 +478,19 @@ static double check_qmm(int dtype, int bits, const Shape& sh, const Sets& sets,
     }
     *same_rows += same;
   }
+  misses->count = 0;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < sh.n; ++j) {
+      size_t e = size_t(i) * sh.n + j;
+      double d = std::fabs(double(to_float(r[e], dtype)) -
+                           double(to_float(g[e], dtype)));
+      if (!(d <= 0.05 * max_ref)) {
+        if (misses->count++ == 0) {
+          misses->row = i;
+          misses->col = j;
+        }
+      }
+    }
   return max_ref > 0 ? max_diff / max_ref : INFINITY;
 }
 
@@ -583,14 +614,23 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
       double us = time_impl(QMM_SM80, dtype, bits, sh, sets, x, out, M, st, 0,
                             0, 0, 0, reps);
       int same = 0;
-      double rel = check_qmm(dtype, bits, sh, sets, x, M, st, &same);
+      QmmMisses misses;
+      double rel = check_qmm(dtype, bits, sh, sets, x, M, st, &same, &misses);
       bool ok = us > 0 && rel >= 0 && rel < 0.05;
       if (!ok) rc = 1;
       row("qmm_sm80", 0, 0, 0, 0, M, us);
       logf("qmm_sm80 check %s %s %d-bit M=%d: rows identical to M = 1: %d/%d, "
-           "max |qmm - stock| / max |stock| = %.3g: %s\n",
+           "max |qmm - stock| / max |stock| = %.3g: %s",
            label, dname, bits, M, same, M, rel,
            ok ? "ok" : "QMM_SM80 CHECK FAILED");
+      if (misses.count > 0)
+        logf(" (%d of %d outputs off by over 5%%, the first row %d column %d)",
+             misses.count, M * n, misses.row, misses.col);
+      if (misses.stock_changed > 0) {
+        rc = 1;
+        logf(" STOCK NOT REPEATABLE: %d outputs changed", misses.stock_changed);
+      }
+      logf("\n");
       continue;
     }
     int W, R, V, D, T = QMV_TAIL_PICKED;

@@ -245,6 +245,61 @@ def test_upstream_route_takes_qmv_only_where_the_h200_run_found_it_faster() -> N
     assert any(r[4] >= r[5] for r in control)
 
 
+BATCHED_RUN = ROOT / "docs" / "data" / "cuda_qmv_h200_2026-12-03d" / "call1" / "cuda_qmv_time.csv"
+
+
+def _batched_products() -> list[tuple[int, int, str, int, int, int, float, float]]:
+    """(K, N, dtype, bits, M, B, qmv us, qmm_sm80 us) of session 26's run:
+    8 to 16 vectors, as one batch (B = 1) or as B broadcast batches of M."""
+    t: dict[tuple, dict[str, float]] = {}
+    for r in csv.DictReader(BATCHED_RUN.open()):
+        impl, m = r["impl"], int(r["M"])
+        for prefix, tag in (("streamed_auto", "d"), ("qmm_sm80", "q")):
+            if impl == prefix and m >= 8:
+                b = 1
+            elif impl.startswith(prefix + "_b"):
+                b = int(impl[len(prefix) + 2:])
+            else:
+                continue
+            k, n = (int(v) for v in r["shape"].split("x"))
+            t.setdefault((k, n, r["dtype"], int(r["bits"]), m, b), {})[tag] = float(r["us"])
+    return [key + (v["d"], v["q"]) for key, v in t.items() if len(v) == 2]
+
+
+def _rule(added: str) -> tuple[int, int, int]:
+    """The patch's constants: per-multiprocessor bound, K, vectors per batch."""
+    per_sm = int(re.search(r"<= (\d+) \* int64_t\(sm_count\)", added).group(1))
+    k_min = int(re.search(r"k < (\d+)\)", added).group(1))
+    batch_vecs = int(re.search(r"if \(l > 1 && m <= (\d+)\) \{\n\s*return true;", added).group(1))
+    return per_sm, k_min, batch_vecs
+
+
+def _takes_qmv(k: int, n: int, m: int, b: int, per_sm: int, k_min: int, batch_vecs: int) -> bool:
+    if m * b > 16 or k < k_min:
+        return False
+    return (b > 1 and m <= batch_vecs) or n * m * b <= per_sm * H200_SMS
+
+
+def test_upstream_route_takes_qmv_for_broadcast_batches_where_the_h200_run_found_it_faster() -> None:
+    """Session 26's run (8 to 16 vectors on 15 shapes, one batch or 2 to 16
+    broadcast batches, qmm_sm80 launched per batch as MLX launches it): every
+    product the patch's rule routes was faster on qmv; the same rule taking
+    batches of up to 4 vectors routes slower ones (the check can fail)."""
+    text, _ = _route_patch()
+    added = "\n".join(ln[1:] for ln in text.splitlines() if ln.startswith("+"))
+    per_sm, k_min, batch_vecs = _rule(added)
+    products = _batched_products()
+    assert len(products) >= 700 and {p[5] for p in products} >= {1, 2, 4, 8, 16}
+    routed = [p for p in products if _takes_qmv(*p[:2], *p[4:6], per_sm, k_min, batch_vecs)]
+    batched = [p for p in routed if p[5] > 1 and p[4] <= batch_vecs]
+    assert len(batched) >= 300
+    slower = [p for p in routed if p[6] >= p[7]]
+    assert not slower, slower[:5]
+    assert max(p[6] / p[7] for p in batched) < 0.9
+    control = [p for p in products if _takes_qmv(*p[:2], *p[4:6], per_sm, k_min, 4)]
+    assert any(p[6] >= p[7] for p in control)
+
+
 def test_route_check_predicts_the_patch_s_rule_and_judges_by_the_rows() -> None:
     import cuda_mlx_route_check as rc
 
@@ -262,6 +317,13 @@ def test_route_check_predicts_the_patch_s_rule_and_judges_by_the_rows() -> None:
     assert rc.verdict("upstream", 16, 4096, 4096, 132, 15).startswith("FAIL: 15/16 rows")
     assert rc.verdict("upstream", 16, 28672, 4096, 132, 0) == "ok"
     assert rc.verdict("stock", 8, 4096, 4096, 132, 8).startswith("FAIL: every row equal")
+    # Broadcast batches of one vector take qmv at any N; 8 vectors as one batch do not.
+    assert f"if (l > 1 && m <= {rc.BATCH_VECS})" in added
+    assert rc.takes_qmv("upstream", 16, 28672, 4096, 132, batches=16)
+    assert rc.takes_qmv("upstream", 8, 14336, 4096, 132, batches=4)
+    assert not rc.takes_qmv("upstream", 8, 14336, 4096, 132, batches=2)
+    assert not rc.takes_qmv("upstream", 16, 28672, 1024, 132, batches=16)  # K below 2048
+    assert rc.verdict("upstream", 8, 14336, 4096, 132, 8, batches=8) == "ok"
 
 
 def test_route_check_refuses_to_time_batches_that_run_concurrently(capsys: pytest.CaptureFixture[str],
