@@ -76,22 +76,10 @@ int main(int argc, char** argv) {
   CK(cudaGetLastError());
   int status = 0;
   for (int fixed = 0; fixed < 2; ++fixed) {
-    QmvArgs a{};
-    a.dtype = dtype;
-    a.bits = bits;
-    a.group = 64;
-    a.x = x;
-    a.w = w;
-    a.scales = s;
-    a.biases = b;
-    a.m = m;
-    a.n = n;
-    a.k = k;
-    a.l = 1;
-    a.broadcast_w = true;
-    a.stream = st;
+    // dtype, bits, group, x, w, scales, biases, out, m, n, k, l,
+    // broadcast_w, stream.
+    QmvArgs a{dtype, bits, 64, x, w, s, b, ref, m, n, k, 1, true, st};
     auto launch = fixed ? fixed_qmm_sm80 : stock_qmm_sm80;
-    a.out = ref;
     if (launch(&a) != 0) {
       fprintf(stderr, "qmm_sm80_race: launch refused\n");
       return 2;
