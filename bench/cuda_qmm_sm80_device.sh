@@ -40,7 +40,9 @@ for s in $SHAPES; do
   done
 done
 echo "harness timing: $(($(date +%s) - t0)) s, status $status"
-grep -h "qmm_sm80 check" "$O/time_log.txt" | sort | uniq -c | awk '{print $NF}' | sort | uniq -c
+# One verdict per check: "ok" or "QMM_SM80 CHECK FAILED" (then what missed).
+grep -h "qmm_sm80 check" "$O/time_log.txt" \
+  | sed -E 's/.*: (ok|QMM_SM80 CHECK FAILED)( .*)?$/\1/' | sort | uniq -c
 grep -h "CHECK FAILED" "$O/time_log.txt" | head -5
 if [ "${NO_NCU:-0}" != 1 ]; then
   # One ncu per problem: with several processes in one run ncu does not

@@ -138,6 +138,8 @@ def test_device_script_times_every_problem_then_profiles_the_issue_shapes(tmp_pa
     run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_qmm_sm80_device.sh"), str(c), str(out)],
                          capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr
+    # One verdict per check: the stand-in's 8 timing runs each log one "ok".
+    assert re.search(r"^\s*8 ok$", run.stdout, re.M), run.stdout
     calls = log.read_text().splitlines()
     specs = ("0,0,0,0,1 0,0,0,0,2 0,0,0,0,4 0,0,0,0,8 0,0,0,0,12 0,0,0,0,16 "
              "sm80,4 sm80,8 sm80,12 sm80,16")
