@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """SASS of the harness's kernels, read on a machine without a GPU.
 
-The CUDA toolkit here has nvcc and ptxas but not cuobjdump; NVIDIA
-publishes it on PyPI (nvidia-cuda-cuobjdump), which this fetches once into
+The CUDA toolkit here has nvcc and ptxas but not cuobjdump, nor the
+nvdisasm that `cuobjdump -sass` runs; NVIDIA publishes both on PyPI
+(nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm), which this fetches once into
 the cache. With them an
 object file that `bench/cuda_qmv.py build` compiled (patched_entry.o,
 stock_entry.o) shows the instructions the H200 runs, so a change to a
 kernel's loop can be counted before any device time is spent.
 
   cuda_sass.py tools
-      print the path of cuobjdump (PATH first, else the cache, fetched from
-      PyPI with pip the first time)
+      print the paths of cuobjdump and nvdisasm (PATH first, else the cache,
+      fetched from PyPI with pip the first time)
   cuda_sass.py loops OBJ [-k REGEX] [--all]
       for each kernel of OBJ whose demangled name matches REGEX: its static
       instruction count, and for its innermost loops (a backward branch and
@@ -47,7 +48,7 @@ from pathlib import Path
 
 # Pinned so that a count is reproducible; 13.5 reads what nvcc 13.0 builds.
 TOOLS_VERSION = "13.5.37"
-TOOLS = {"cuobjdump": "nvidia-cuda-cuobjdump"}
+TOOLS = {"cuobjdump": "nvidia-cuda-cuobjdump", "nvdisasm": "nvidia-cuda-nvdisasm"}
 
 _INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)")
@@ -176,7 +177,10 @@ def parse_sass(text: str) -> list[Kernel]:
 def sass_of(obj: Path) -> list[Kernel]:
     if not obj.is_file():
         raise SassError(f"{obj}: not found")
-    r = subprocess.run([str(tool("cuobjdump")), "-sass", str(obj)], capture_output=True, text=True)
+    # cuobjdump runs nvdisasm for -sass, found on PATH.
+    path = f"{tool('nvdisasm').parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    r = subprocess.run([str(tool("cuobjdump")), "-sass", str(obj)], capture_output=True, text=True,
+                       env={**os.environ, "PATH": path})
     if r.returncode != 0:
         raise SassError(f"{obj}: cuobjdump failed: {r.stderr.strip()[-300:]}")
     return parse_sass(r.stdout)
@@ -276,7 +280,7 @@ def report(kernels: list[Kernel], pattern: str, all_loops: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("tools", help="print the path of cuobjdump (fetched once)")
+    sub.add_parser("tools", help="print the paths of cuobjdump and nvdisasm (fetched once)")
     lp = sub.add_parser("loops", help="instructions per loop iteration of matching kernels")
     dp = sub.add_parser("dump", help="SASS of matching kernels, demangled")
     for p in (lp, dp):
