@@ -15,7 +15,8 @@
 # Usage: [SHAPES="K,N ..."] [BITS="4 8"] [SPECS="..."] [NO_NCU=1] [NO_WHEEL=1]
 #        cuda_qmm_sm80_device.sh C OUT
 #   (NO_NCU leaves out the harness's profile, NO_WHEEL the wheel's; SPECS
-#   replaces the --time specs, e.g. with the batched auto,M,B and sm80,M,B.)
+#   replaces the --time specs, e.g. with the batched auto,M,B and sm80,M,B,
+#   or auto,M,B,1 and sm80,M,B,1 for weights per batch.)
 #   C holds qmv_bench (bench/cuda_qmv.py build), mlx-sm90.tar.xz
 #   (bench/cuda_stock_wheels.py) and cuda_qmm_wheel_kernels.py.
 # Tables: python3 bench/cuda_qmm_sm80_report.py OUT

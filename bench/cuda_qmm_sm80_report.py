@@ -8,10 +8,12 @@
    dispatch and qmm_sm80 at M = 8 and 16 (OUT/harness_ncu_D_B_K_N.csv, one
    per problem), beside the stock wheel's products run one at a time
    (OUT/wheel_kernels.csv).
-3. Batched decoding, where the run timed the batched specs (auto,M,B and
-   sm80,M,B: B batches of M vectors over broadcast weights): per product the
-   dispatch and qmm_sm80 in the same graphs, their ratio, and qmm_sm80 on
-   the same M * B vectors as one batch beside.
+3. Batched products, where the run timed the batched specs (auto,M,B and
+   sm80,M,B: B batches of M vectors over broadcast weights, as batched
+   decoding gives them; auto,M,B,1 and sm80,M,B,1: over weights of their
+   own per batch): per product the dispatch and qmm_sm80 in the same
+   graphs, their ratio, and for broadcast weights qmm_sm80 on the same
+   M * B vectors as one batch beside.
 
 Usage: python3 bench/cuda_qmm_sm80_report.py OUT
 """
@@ -73,8 +75,9 @@ def graph_table(rows: list[dict]) -> str:
 
 
 def batched_table(rows: list[dict]) -> str:
-    """The batched products (impl streamed_auto_bB / qmm_sm80_bB), one line
-    each; empty where the run timed none."""
+    """The batched products (impl streamed_auto_bB / qmm_sm80_bB, and
+    *_bBw for weights per batch), one line each; empty where the run timed
+    none."""
     t: dict[tuple, dict[str, float]] = {}
     single: dict[tuple, float] = {}
     for r in rows:
@@ -82,25 +85,28 @@ def batched_table(rows: list[dict]) -> str:
         key = (r["shape"], r["dtype"], int(r["bits"]))
         for name, tag in (("streamed_auto_b", "d"), ("qmm_sm80_b", "q")):
             if impl.startswith(name):
-                b = int(impl[len(name):])
-                t.setdefault(key + (m, b), {})[tag] = us
+                rest = impl[len(name):]
+                own = rest.endswith("w")
+                b = int(rest.removesuffix("w"))
+                t.setdefault(key + (m, b, own), {})[tag] = us
         if impl == "qmm_sm80":
             single[key + (m,)] = us
     if not t:
         return ""
-    head = ["K x N", "dtype", "bits", "M", "B", "dispatch", "qmm_sm80", "dispatch / qmm_sm80",
-            "qmm_sm80 on M x B vectors, one batch"]
+    head = ["K x N", "dtype", "bits", "M", "B", "weights", "dispatch", "qmm_sm80",
+            "dispatch / qmm_sm80", "qmm_sm80 on M x B vectors, one batch"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def order(key: tuple) -> tuple:
         k, n = (int(v) for v in key[0].split("x"))
-        return (k, n, key[1], key[2], key[3] * key[4], key[4])
+        return (k, n, key[1], key[2], key[5], key[3] * key[4], key[4])
 
     for key in sorted(t, key=order):
         d, q = t[key].get("d"), t[key].get("q")
-        one = single.get(key[:3] + (key[3] * key[4],))
+        one = None if key[5] else single.get(key[:3] + (key[3] * key[4],))
         out.append("| " + " | ".join([
             key[0], key[1], str(key[2]), str(key[3]), str(key[4]),
+            "per batch" if key[5] else "broadcast",
             "-" if d is None else f"{d:.1f}", "-" if q is None else f"{q:.1f}",
             "-" if d is None or q is None else f"{d / q:.2f}",
             "-" if one is None else f"{one:.1f}"]) + " |")

@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -81,9 +82,11 @@ struct Sets {
 static const int kGroup = 64;
 // QmvArgs::tail of the launches make_args describes.
 static int g_tail = QMV_TAIL_PICKED;
-// QmvArgs::l of those launches: batches of M vectors each over the same
-// (broadcast) weights, as x of shape (B, M, K) gives them (--time's B).
+// QmvArgs::l of those launches: batches of M vectors each, as x of shape
+// (B, M, K) gives them (--time's B), over the same (broadcast) weights or,
+// g_broadcast false, over weights of their own (w of shape (B, N, K)).
 static int g_batches = 1;
+static bool g_broadcast = true;
 
 static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
                          const void* s, const void* b, void* out, int m,
@@ -101,7 +104,7 @@ static QmvArgs make_args(int dtype, int bits, const void* x, const void* w,
   a.n = n;
   a.k = k;
   a.l = g_batches;
-  a.broadcast_w = true;
+  a.broadcast_w = g_broadcast;
   a.stream = st;
   a.tail = g_tail;
   return a;
@@ -502,7 +505,9 @@ static double check_qmm(int dtype, int bits, const Shape& sh, const Sets& sets,
 // streamed_no_tail, else the last wave as the launch picks it), as CSV
 // rows (appended to DIR/cuda_qmv_time.csv with --out DIR). auto,M,B and
 // sm80,M,B time the dispatch and qmm_sm80 on B batches of M vectors over
-// broadcast weights (x of shape (B, M, K)). A spec sm80,M
+// broadcast weights (x of shape (B, M, K); impl *_bB), auto,M,B,1 and
+// sm80,M,B,1 over weights of their own per batch (w of shape (B, N, K), as
+// many sets rotated as that size needs; impl *_bBw). A spec sm80,M
 // times the pin's qmm_sm80_kernel at M as MLX launches it (what MLX runs for
 // 8 to 16 vectors), and checks it against stock qmv (check_qmm; a difference
 // over 5% of the largest output fails the run). Nothing else is checked: the
@@ -552,12 +557,14 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
   char label[64];
   snprintf(label, sizeof(label), "%dx%d", k, n);
   const char* dname = dtype == 0 ? "bf16" : "fp16";
+  // bytes: what one product reads of its weights, scales and biases.
   auto row = [&](const char* impl, int W, int R, int V, int D, int M,
-                 double us) {
+                 double us, size_t bytes = 0) {
+    if (bytes == 0) bytes = set_bytes;
     char line[256];
     snprintf(line, sizeof(line), "%s,%s,%d,%s,%d,%d,%d,%d,%d,%.2f,%zu,%.0f\n",
-             label, dname, bits, impl, W, R, V, D, M, us, set_bytes,
-             us > 0 ? set_bytes / (us * 1e-6) / 1e9 : 0.0);
+             label, dname, bits, impl, W, R, V, D, M, us, bytes,
+             us > 0 ? bytes / (us * 1e-6) / 1e9 : 0.0);
     fputs(line, csv);
     fflush(csv);
     logf("%s", line);
@@ -583,32 +590,41 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
       time_impl(STOCK, dtype, bits, sh, sets, x, out, 1, st, 0, 0, 0, 0, reps));
   int rc = 0;
   bool stock_timed[17] = {false, true};
-  // impl on B batches of M vectors over broadcast weights (x of shape
-  // (B, M, K), as batched decoding gives it), as impl_bB.
-  auto time_batches = [&](Impl impl, const char* name, int M, int B) {
+  // Weight sets of B batches each (w of shape (B, N, K)), made on first use.
+  std::map<int, Sets> batch_sets;
+  // impl on B batches of M vectors (x of shape (B, M, K), as batched
+  // decoding gives it) over broadcast weights, as impl_bB, or over weights
+  // of their own per batch, as impl_bBw.
+  auto time_batches = [&](Impl impl, const char* name, int M, int B,
+                          bool own) {
+    if (own && !batch_sets.count(B))
+      batch_sets[B] = make_sets(dtype, bits, w_bytes * B, sb_elems * B,
+                                sets_beyond_l2(set_bytes * B), 13, st);
     g_batches = B;
-    double us = time_impl(impl, dtype, bits, sh, sets, x, out, M, st, 0, 0, 0,
-                          0, reps);
+    g_broadcast = !own;
+    double us = time_impl(impl, dtype, bits, sh, own ? batch_sets[B] : sets,
+                          x, out, M, st, 0, 0, 0, 0, reps);
     g_batches = 1;
+    g_broadcast = true;
     if (us < 0) rc = 1;
     char batched[32];
-    snprintf(batched, sizeof(batched), "%s_b%d", name, B);
-    row(batched, 0, 0, 0, 0, M, us);
+    snprintf(batched, sizeof(batched), "%s_b%d%s", name, B, own ? "w" : "");
+    row(batched, 0, 0, 0, 0, M, us, own ? set_bytes * B : set_bytes);
   };
   for (int i = 1; i < argc; ++i) {
-    int M, B = 1;
-    bool dispatch = sscanf(argv[i], "auto,%d,%d", &M, &B) == 2;
-    if (dispatch || sscanf(argv[i], "sm80,%d,%d", &M, &B) >= 1) {
-      if (M < 1 || B < 1 || M * B > 16) {
+    int M, B = 1, own = 0;
+    bool dispatch = sscanf(argv[i], "auto,%d,%d,%d", &M, &B, &own) >= 2;
+    if (dispatch || sscanf(argv[i], "sm80,%d,%d,%d", &M, &B, &own) >= 1) {
+      if (M < 1 || B < 1 || M * B > 16 || own < 0 || own > 1) {
         fprintf(stderr,
-                "qmv_bench: --time %s: expected auto,M,B or sm80,M[,B] "
-                "(M * B <= 16)\n",
+                "qmv_bench: --time %s: expected auto,M,B[,P] or sm80,M[,B[,P]] "
+                "(M * B <= 16; P 1: weights per batch)\n",
                 argv[i]);
         return 2;
       }
-      if (dispatch || B > 1) {
+      if (dispatch || B > 1 || own) {
         time_batches(dispatch ? AUTO : QMM_SM80,
-                     dispatch ? "streamed_auto" : "qmm_sm80", M, B);
+                     dispatch ? "streamed_auto" : "qmm_sm80", M, B, own == 1);
         continue;
       }
       double us = time_impl(QMM_SM80, dtype, bits, sh, sets, x, out, M, st, 0,
@@ -663,6 +679,7 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
   }
   fclose(csv);
   sets.release();
+  for (auto& [b, bs] : batch_sets) bs.release();
   cudaFree(x);
   cudaFree(out);
   cudaFree(sink);
@@ -682,7 +699,8 @@ int main(int argc, char** argv) {
              "  once (for ncu), no checks; DTYPE 0 = bf16, 1 = fp16;\n"
              "  W = 0 means the dispatch (qmv_streamed_auto); sm80,M\n"
              "  the pin's qmm_sm80 kernel at M (--profile and --time);\n"
-             "  auto,M,B and sm80,M,B: B batches of broadcast weights (--time)\n"
+             "  auto,M,B and sm80,M,B: B batches of broadcast weights (--time);\n"
+             "  auto,M,B,1 and sm80,M,B,1: B batches of weights per batch\n"
              "       qmv_bench [--out DIR] [--quick] --time DTYPE,BITS,K,N W,R,V,D,M[,T] ...\n"
              "  --time: time the read roofline, stock M=1 and each\n"
              "  configuration on rotated weights (CSV; no checks);\n"

@@ -178,12 +178,16 @@ def test_report_tables_batched_products_beside_one_batch_of_as_many_vectors(
             "4096x4096,fp16,8,qmm_sm80,0,0,0,0,8,47.1,1,1",
             "4096x4096,fp16,8,streamed_auto_b8,0,0,0,0,1,19.0,1,1",
             "4096x4096,fp16,8,qmm_sm80_b8,0,0,0,0,1,190.0,1,1",
-            "4096x4096,fp16,8,streamed_auto_b4,0,0,0,0,2,18.5,1,1"]
+            "4096x4096,fp16,8,streamed_auto_b4,0,0,0,0,2,18.5,1,1",
+            "4096x4096,fp16,8,streamed_auto_b8w,0,0,0,0,1,80.0,1,1",
+            "4096x4096,fp16,8,qmm_sm80_b8w,0,0,0,0,1,200.0,1,1"]
     (tmp_path / "cuda_qmv_time.csv").write_text("\n".join(rows) + "\n")
     assert cuda_qmm_sm80_report.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "| 4096x4096 | fp16 | 8 | 1 | 8 | 19.0 | 190.0 | 0.10 | 47.1 |" in out
-    assert "| 4096x4096 | fp16 | 8 | 2 | 4 | 18.5 | - | - | 47.1 |" in out
+    assert "| 4096x4096 | fp16 | 8 | 1 | 8 | broadcast | 19.0 | 190.0 | 0.10 | 47.1 |" in out
+    assert "| 4096x4096 | fp16 | 8 | 2 | 4 | broadcast | 18.5 | - | - | 47.1 |" in out
+    # Weights per batch: no single-batch product to set beside.
+    assert "| 4096x4096 | fp16 | 8 | 1 | 8 | per batch | 80.0 | 200.0 | 0.40 | - |" in out
     # No batched rows: no batched table.
     assert cuda_qmm_sm80_report.batched_table(
         [dict(zip(rows[0].split(","), rows[2].split(",")))]) == ""
