@@ -13,11 +13,10 @@ import sys
 
 import mlx.core as mx
 import numpy as np
+from mlx_repeat import DTYPES, data
 
-bits, dt, reps = int(sys.argv[1]), {"bf16": mx.bfloat16, "fp16": mx.float16}[sys.argv[2]], int(sys.argv[3])
-k1, k2 = mx.random.split(mx.random.key(0))
-x = mx.random.normal(shape=(12, 8192), key=k1).astype(dt)
-w = mx.random.normal(shape=(28672, 8192), key=k2).astype(dt)
+bits, reps = int(sys.argv[1]), int(sys.argv[3])
+x, w = data(8192, 28672, 12, DTYPES[sys.argv[2]], "test")
 w_q, scales, biases = mx.quantize(w, 64, bits)
 
 
