@@ -7,7 +7,8 @@ product's rows are compared bitwise with the rows computed one vector at a
 time: qmv gives every row equal, `qmm_sm80` (tensor cores, another order)
 does not. The route the build should take is predicted from patch 0011's
 rule (`qmv_faster_than_qmm_sm80`: sm90, K >= 2048, N * M <= 512 per
-multiprocessor, or broadcast batches of at most 2 vectors) with --route upstream (the queue's build with
+multiprocessor, or batches of at most 2 vectors, over broadcast weights
+here) with --route upstream (the queue's build with
 MLX_QMV_WIDE=1, which gives 8 to 16 vectors back to upstream's choice), or
 is qmv for every product with --route overlay (the default build), or
 `qmm_sm80` for every product of 8 or more with --route stock (the stock
@@ -36,10 +37,11 @@ import time
 
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 8192), (2048, 8192), (4096, 14336), (4096, 28672)]
 # patch 0011's rule (mlx/backend/cuda/quantized/qmm/qmm.cu), for affine
-# weights in groups of 64 on sm90 with one weight matrix.
+# weights in groups of 64 on sm90 (one weight matrix, broadcast weights or
+# weights of their own per batch alike).
 PER_SM = 512
 K_MIN = 2048
-# Broadcast batches of at most this many vectors take qmv at any N.
+# Batches of at most this many vectors take qmv at any N.
 BATCH_VECS = 2
 
 

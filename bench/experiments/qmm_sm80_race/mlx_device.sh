@@ -39,11 +39,17 @@ case $PHASE in
     patch -s --dry-run -R -p1 -d "$K/mlx" < "$HERE/fixed.patch" ||
       { echo "$header: patch 0012's wait is not there"; exit 2; } ;;
   unfixed)
-    patch -s -R -p1 -d "$K/mlx" < "$HERE/fixed.patch" || { echo "$header: cannot reverse fixed.patch"; exit 2; }
-    start=$(date +%s)
-    ninja -C "$WORK/build" core > "$OUT/rebuild.log" 2>&1 || { tail -20 "$OUT/rebuild.log"; exit 2; }
-    echo "rebuilt without the wait in $(($(date +%s) - start)) s: $(grep -c '^\[' "$OUT/rebuild.log") steps"
-    grep '^\[' "$OUT/rebuild.log" | sed 's/^/  /' | head -8 ;;
+    # A tree built without the wait (fixed.patch reversed before the build,
+    # to fit build and runs in one call) needs no rebuild.
+    if patch -s --dry-run -p1 -d "$K/mlx" < "$HERE/fixed.patch" > /dev/null; then
+      echo "$PHASE: the tree was built without the wait"
+    else
+      patch -s -R -p1 -d "$K/mlx" < "$HERE/fixed.patch" || { echo "$header: cannot reverse fixed.patch"; exit 2; }
+      start=$(date +%s)
+      ninja -C "$WORK/build" core > "$OUT/rebuild.log" 2>&1 || { tail -20 "$OUT/rebuild.log"; exit 2; }
+      echo "rebuilt without the wait in $(($(date +%s) - start)) s: $(grep -c '^\[' "$OUT/rebuild.log") steps"
+      grep '^\[' "$OUT/rebuild.log" | sed 's/^/  /' | head -8
+    fi ;;
   *) echo "phase $PHASE: fixed or unfixed" >&2; exit 2 ;;
 esac
 grep -c "cp_async_wait<0>" "$header" | sed "s/^/$PHASE: cp_async_wait<0> in the header: /"
