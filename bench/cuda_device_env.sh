@@ -73,3 +73,18 @@ time_dispatch() {
   "$1" --out "$2" --time "$3" 0,0,0,0,1 0,0,0,0,2 0,0,0,0,4 0,0,0,0,8 \
     0,0,0,0,16 > /dev/null 2>> "$2/stderr.txt"
 }
+
+# nvidia_site: the folder of the machine's nvidia pip packages (cuDNN,
+# cuBLAS, NCCL: the H200 has them as packages, not in the system).
+nvidia_site() {
+  python3 -c 'import nvidia; print(list(nvidia.__path__)[0])'
+}
+
+# kit_libraries K: the LD_LIBRARY_PATH entries, colon-terminated, that MLX
+# built from the kit in K (bench/cuda_mlx_build_device.sh) needs at run time:
+# the kit's BLAS and the lib folders of the nvidia packages.
+kit_libraries() {
+  local nv
+  nv=$(nvidia_site) || return 1
+  echo "$1/blas/lib:$(ls -d "$nv"/*/lib | tr '\n' ':')"
+}

@@ -27,14 +27,15 @@ OUT=$4
 LIMIT=${6:-540}
 [ "${5:-}" = "--limit" ] || [ -z "${5:-}" ] || { echo "unknown option $5" >&2; exit 2; }
 mkdir -p "$OUT"
+. "$(dirname "$0")/cuda_device_env.sh"
 # One side's step, its output in $OUT/$side-$step.txt.
 tests() { # MLX's test_quantized.py (bench/cuda_mlx_run_device.sh without its benches)
   SKIP_BENCH=1 bash bench/cuda_mlx_run_device.sh "/tmp/cmx-$1" "$OUT/$1-tests" none
 }
 tolerance() { # test_qmm's and test_qmv_wide's loops outside pytest, every error recorded
-  local K=/tmp/cmx-$1/kit NV
-  NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
-  LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':') PYTHONPATH=$K/mlx/python \
+  local K=/tmp/cmx-$1/kit libs
+  libs=$(kit_libraries "$K") || return 2
+  LD_LIBRARY_PATH=$libs PYTHONPATH=$K/mlx/python \
     timeout "$LIMIT" python3 bench/cuda_mlx_tolerance.py --out "$OUT/$1-tolerance.csv"
   echo "rc $?"
 }
@@ -46,7 +47,7 @@ wheel_tolerance() { # the stock wheels' pack unpacked as a site folder, its own 
   # lacks crt/ (mma.h includes crt/mma.h), which the wheels' JIT of qmm_sm90
   # needs. So link everything but cu13/include: MLX then takes the toolkit's
   # headers (CUDA_HOME, else /usr/local/cuda).
-  nv=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
+  nv=$(nvidia_site) || return 1
   mkdir -p "$site/nvidia/cu13"
   for e in "$nv"/*; do [ "${e##*/}" = cu13 ] || ln -sfn "$e" "$site/nvidia/"; done
   for e in "$nv"/cu13/*; do [ "${e##*/}" = include ] || ln -sfn "$e" "$site/nvidia/cu13/"; done

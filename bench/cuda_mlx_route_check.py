@@ -24,6 +24,8 @@ the gaps between graphs included.
 Usage: MLX_MAX_OPS_PER_BUFFER=0 [MLX_QMV_WIDE=1] python3 bench/cuda_mlx_route_check.py
          --route upstream|overlay|stock --out CSV [--shapes KxN,...] [--ms 8,12,16]
          [--batched]   (x of shape (M, 1, K): B = M batches, M = 1 each)
+         [--own-weights]   (with --batched: each batch over weights of its own,
+                            w of shape (M, N, K), as a mixture of experts gives)
          [--sms 132]   (the device's multiprocessors: 132 on the H200)
        python3 bench/cuda_mlx_route_check.py table STOCK_CSV UPSTREAM_CSV OVERLAY_CSV
 """
@@ -47,7 +49,8 @@ BATCH_VECS = 2
 
 def takes_qmv(route: str, m: int, n: int, k: int, sm_count: int, batches: int = 1) -> bool:
     """Whether the build should take qmv for a product of m vectors, as
-    `batches` broadcast batches of m / batches vectors each."""
+    `batches` batches of m / batches vectors each (over broadcast weights or
+    weights of their own: the rule is the same)."""
     if m < 8 or route == "overlay":
         return True
     if route == "stock":
@@ -112,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batched", action="store_true",
                     help="x of shape (M, 1, K): M = 1 and B = M batches of broadcast weights, "
                          "as in batched decoding")
+    ap.add_argument("--own-weights", action="store_true",
+                    help="with --batched: each batch over weights of its own, w of shape (M, N, K)")
     args = ap.parse_args(argv)
+    if args.own_weights and not args.batched:
+        print("cuda_mlx_route_check.py: --own-weights needs --batched", file=sys.stderr)
+        return 2
     if os.environ.get("MLX_MAX_OPS_PER_BUFFER") != "0":
         print("cuda_mlx_route_check.py: MLX_MAX_OPS_PER_BUFFER=0 must be set (the products "
               "of a batch would run concurrently)", file=sys.stderr)
@@ -136,19 +144,31 @@ def main(argv: list[str] | None = None) -> int:
                 def qmm(xm: mx.array, s: tuple) -> mx.array:
                     return mx.quantized_matmul(xm, *s, transpose=True, group_size=64, bits=bits)
 
-                alone = [qmm(mx.contiguous(x[i:i + 1]), sets[0]) for i in range(16)]
+                # The reference row of vector i: alone, over the weights its
+                # product uses (its batch's own with --own-weights).
+                own = [sets[i % len(sets)] for i in range(16)] if args.own_weights else [sets[0]] * 16
+                alone = [qmm(mx.contiguous(x[i:i + 1]), own[i]) for i in range(16)]
+                if args.own_weights:
+                    # Two stacks of 16 (each beyond the L2 from M = 8) to time over.
+                    stacks = [tuple(mx.stack([sets[(i + j) % len(sets)][c] for i in range(16)])
+                                    for c in range(3)) for j in (0, 16)]
+                    mx.eval(stacks)
                 mx.eval(alone)
                 ref = np.concatenate([np.array(a.view(mx.uint16)).reshape(1, n) for a in alone])
                 for m in ms:
                     xm = mx.contiguous(x[:m])
-                    o = qmm(xm, sets[0])
+                    timed = sets
+                    if args.own_weights:
+                        timed = [tuple(mx.contiguous(a[:m]) for a in st) for st in stacks]
+                        mx.eval(timed)
+                    o = qmm(xm, timed[0])
                     mx.eval(o)
                     got = np.array(o.view(mx.uint16)).reshape(m, n)
                     same = int((got == ref[:m]).all(axis=1).sum())
-                    mx.eval([qmm(xm, s) for s in sets])  # warm-up
+                    mx.eval([qmm(xm, s) for s in timed])  # warm-up
                     ts = []
                     for _ in range(5):
-                        outs = [qmm(xm, s) for _ in range(args.reps) for s in sets]
+                        outs = [qmm(xm, s) for _ in range(args.reps) for s in timed]
                         mx.synchronize()
                         t0 = time.perf_counter()
                         mx.eval(outs)
@@ -157,11 +177,14 @@ def main(argv: list[str] | None = None) -> int:
                     batches = m if args.batched else 1
                     v = verdict(args.route, m, n, k, sm_count, same, batches)
                     failed += v != "ok"
-                    rows.append(f"{args.route}{'-batched' if args.batched else ''},{k}x{n},{dt_name},{bits},{m},"
+                    kind = "-own-weights" if args.own_weights else "-batched" if args.batched else ""
+                    rows.append(f"{args.route}{kind},{k}x{n},{dt_name},{bits},{m},"
                                 f"{int(takes_qmv(args.route, m, n, k, sm_count, batches))},{same},"
                                 f"{statistics.median(ts):.2f},{v}")
                     print(rows[-1], flush=True)
-                del sets
+                del sets, own
+                if args.own_weights:
+                    del stacks
     with open(args.out, "w") as f:
         f.write("\n".join(rows) + "\n")
     print(f"{len(rows) - 1} products, {failed} not as predicted (multiprocessors: {sm_count})")

@@ -20,8 +20,10 @@ STOCK=$3
 K=$WORK/kit
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$OUT"
-NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
-export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/cuda_device_env.sh"
+NV=$(nvidia_site) || exit 2
+LIBS=$(kit_libraries "$K") || exit 2
+export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1 MLX_MAX_OPS_PER_BUFFER=0
 unset MLX_QMV_WIDE MLX_QMV_ROUTE
 PATCHED=$K/mlx/python

@@ -67,8 +67,10 @@ if [ -n "${KEEP_PTX:-}" ]; then
   trap keep_ptx EXIT
   trap 'exit 143' TERM
 fi
-NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
-export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/cuda_device_env.sh"
+NV=$(nvidia_site) || exit 2
+LIBS=$(kit_libraries "$K") || exit 2
+export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 # SEGV_TRACE=1: every Python below prints its native stack when it dies of a
 # fault (bench/segv_backtrace.c, preloaded), after faulthandler's Python one.

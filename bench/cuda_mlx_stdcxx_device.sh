@@ -15,8 +15,9 @@ WORK=$1
 OUT=$(mkdir -p "$2" && cd "$2" && pwd)
 K=$WORK/kit
 MOD=$(ls "$K"/mlx/python/mlx/core*.so)
-NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
-export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/cuda_device_env.sh"
+LIBS=$(kit_libraries "$K") || exit 2
+export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:-}
 export PYTHONPATH=$K/mlx/python
 unset MLX_QMV_WIDE MLX_QMV_ROUTE
 

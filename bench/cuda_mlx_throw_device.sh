@@ -21,8 +21,9 @@ OUT=$(mkdir -p "$2" && cd "$2" && pwd)
 ROOT=$PWD
 K=$WORK/kit
 TESTS=$K/mlx/python/tests
-NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
-export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/cuda_device_env.sh"
+LIBS=$(kit_libraries "$K") || exit 2
+export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:-}
 export PYTHONPATH=$K/mlx/python PYTHONUNBUFFERED=1 PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 unset MLX_QMV_WIDE MLX_QMV_ROUTE
 cc=$(command -v cc || command -v gcc || echo /opt/gcc/bin/gcc)

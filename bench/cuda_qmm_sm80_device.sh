@@ -62,7 +62,7 @@ if [ "${NO_NCU:-0}" != 1 ]; then
 fi
 if [ "${NO_WHEEL:-0}" != 1 ]; then
   mkdir -p /tmp/site && tar -xJf "$C/mlx-sm90.tar.xz" -C /tmp/site
-  NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
+  NV=$(nvidia_site)
   ln -sfn "$NV" /tmp/site/nvidia
   export PYTHONPATH=/tmp/site
   LD_LIBRARY_PATH=$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}

@@ -330,6 +330,16 @@ def test_route_check_predicts_the_patch_s_rule_and_judges_by_the_rows() -> None:
     assert not rc.takes_qmv("upstream", 8, 14336, 4096, 132, batches=2)
     assert not rc.takes_qmv("upstream", 16, 28672, 1024, 132, batches=16)  # K below 2048
     assert rc.verdict("upstream", 8, 14336, 4096, 132, 8, batches=8) == "ok"
+    # Batches over weights of their own follow the same rule (session 28:
+    # qmv took 0.16-1.03x of qmm_sm80's time on the products it routes).
+    assert "broadcast_w" not in added
+
+
+def test_route_check_takes_weights_of_their_own_only_in_batches(capsys: pytest.CaptureFixture[str]) -> None:
+    import cuda_mlx_route_check as rc
+
+    assert rc.main(["--route", "upstream", "--out", "/dev/null", "--own-weights"]) == 2
+    assert "--own-weights needs --batched" in capsys.readouterr().err
 
 
 def test_route_check_refuses_to_time_batches_that_run_concurrently(capsys: pytest.CaptureFixture[str],

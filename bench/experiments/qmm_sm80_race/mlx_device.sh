@@ -26,8 +26,9 @@ REPS=${REPS:-1000}
 TEST_RUNS=${TEST_RUNS:-10}
 PROBLEMS=${PROBLEMS:-8192,28672,12,4,fp16,test 8192,28672,12,4,bf16,test 8192,28672,12,8,bf16 8192,28672,12,8,fp16 8192,8192,12,8,fp16,test 14336,8192,12,8,fp16}
 mkdir -p "$OUT"
-NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
-export LD_LIBRARY_PATH=$K/blas/lib:$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+. "$HERE/../../cuda_device_env.sh"
+LIBS=$(kit_libraries "$K") || exit 2
+export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:-}
 export PYTHONPATH=$K/mlx/python PYTHONUNBUFFERED=1
 export MLX_PTX_CACHE_DIR=$WORK/ptx-$PHASE
 unset MLX_QMV_WIDE MLX_QMV_ROUTE

@@ -1,0 +1,54 @@
+"""bench/cuda_device_env.sh's helpers for the scripts that run MLX built from
+a kit on the device: one place says which libraries that build needs."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV_SH = ROOT / "bench" / "cuda_device_env.sh"
+
+
+def _run(snippet: str, pythonpath: Path) -> subprocess.CompletedProcess[str]:
+    """snippet after sourcing the helpers, with a python3 that sees pythonpath
+    and no site-packages (where this machine may have nvidia packages)."""
+    bin_dir = pythonpath / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(pythonpath), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", "-c", f'. "{ENV_SH}"; {snippet}'], capture_output=True, text=True, env=env)
+
+
+def test_kit_libraries_lists_the_kit_blas_then_each_nvidia_package(tmp_path: Path) -> None:
+    nvidia = tmp_path / "site" / "nvidia"
+    for package in ("cudnn", "cublas", "nccl"):
+        (nvidia / package / "lib").mkdir(parents=True)
+    (nvidia / "__init__.py").write_text("")
+    run = _run("kit_libraries /w/kit", tmp_path / "site")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == ("/w/kit/blas/lib:" + "".join(f"{nvidia}/{p}/lib:" for p in ("cublas", "cudnn", "nccl")))
+    assert _run("nvidia_site", tmp_path / "site").stdout.strip() == str(nvidia)
+
+
+def test_kit_libraries_fails_without_the_nvidia_packages(tmp_path: Path) -> None:
+    run = _run('kit_libraries /w/kit || echo "failed $?"', tmp_path)
+    assert "failed 1" in run.stdout and "nvidia" in run.stderr
+
+
+def test_device_scripts_take_the_kit_libraries_from_the_helper() -> None:
+    scripts = [p for p in (ROOT / "bench").rglob("*.sh") if "blas/lib" in p.read_text()]
+    # The build script names the kit's BLAS to CMake; the kit script makes it.
+    users = {p.relative_to(ROOT).as_posix() for p in (ROOT / "bench").rglob("*.sh")
+             if "kit_libraries " in p.read_text() and p != ENV_SH}
+    assert {p.relative_to(ROOT).as_posix() for p in scripts} == {
+        "bench/cuda_device_env.sh", "bench/cuda_mlx_build_device.sh", "bench/cuda_mlx_kit.sh"}
+    assert users == {
+        "bench/cuda_mlx_ab_device.sh", "bench/cuda_mlx_route_device.sh", "bench/cuda_mlx_run_device.sh",
+        "bench/cuda_mlx_stdcxx_device.sh", "bench/cuda_mlx_throw_device.sh",
+        "bench/experiments/qmm_sm80_race/mlx_device.sh"}
+    for name in users:
+        text = (ROOT / name).read_text()
+        assert "cuda_device_env.sh\"" in text.split("kit_libraries ")[0], name
