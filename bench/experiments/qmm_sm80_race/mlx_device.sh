@@ -4,7 +4,9 @@
 #   fixed:   the build as it is (the wait and barrier of patch 0012);
 #   unfixed: the same tree with fixed.patch reversed (the pin's epilogue),
 #            rebuilt in place (ninja: qmm_sm80's JIT source and the links);
-#            run it second, on the same warm machine.
+#            run it second, on the same warm machine; or a tree that was
+#            built with fixed.patch reversed (session 28: kit unpacked,
+#            patch reversed, then built), run as it is.
 # Each phase runs, with MLX_QMV_WIDE=1 (upstream's route: these products go to
 # qmm_sm80), mlx_repeat.py over PROBLEMS, mlx_modes.py on the test's product
 # and the queue's test_qmm_repeatable TEST_RUNS times, each in a process of
