@@ -7,8 +7,8 @@ product's rows are compared bitwise with the rows computed one vector at a
 time: qmv gives every row equal, `qmm_sm80` (tensor cores, another order)
 does not. The route the build should take is predicted from patch 0011's
 rule (`qmv_faster_than_qmm_sm80`: sm90, K >= 2048, N * M <= 512 per
-multiprocessor, or batches of at most 2 vectors, over broadcast weights
-here) with --route upstream (the queue's build with
+multiprocessor, or batches of at most 2 vectors, over broadcast weights or
+with --own-weights weights of their own) with --route upstream (the queue's build with
 MLX_QMV_WIDE=1, which gives 8 to 16 vectors back to upstream's choice), or
 is qmv for every product with --route overlay (the default build), or
 `qmm_sm80` for every product of 8 or more with --route stock (the stock
