@@ -7,8 +7,9 @@ product's rows are compared bitwise with the rows computed one vector at a
 time: qmv gives every row equal, `qmm_sm80` (tensor cores, another order)
 does not. The route the build should take is predicted from patch 0011's
 rule (`qmv_faster_than_qmm_sm80`: sm90, K >= 2048, N * M <= 512 per
-multiprocessor, or batches of at most 2 vectors, over broadcast weights or
-with --own-weights weights of their own) with --route upstream (the queue's build with
+multiprocessor, or batches of at most 2 vectors, or of at most 4 at 4 bits
+with K >= 4096, over broadcast weights or with --own-weights weights of
+their own) with --route upstream (the queue's build with
 MLX_QMV_WIDE=1, which gives 8 to 16 vectors back to upstream's choice), or
 is qmv for every product with --route overlay (the default build), or
 `qmm_sm80` for every product of 8 or more with --route stock (the stock
@@ -24,6 +25,7 @@ the gaps between graphs included.
 Usage: MLX_MAX_OPS_PER_BUFFER=0 [MLX_QMV_WIDE=1] python3 bench/cuda_mlx_route_check.py
          --route upstream|overlay|stock --out CSV [--shapes KxN,...] [--ms 8,12,16]
          [--batched]   (x of shape (M, 1, K): B = M batches, M = 1 each)
+         [--vecs V]   (with --batched: x of shape (M / V, V, K), V vectors a batch)
          [--own-weights]   (with --batched: each batch over weights of its own,
                             w of shape (M, N, K), as a mixture of experts gives)
          [--sms 132]   (the device's multiprocessors: 132 on the H200)
@@ -43,28 +45,37 @@ SHAPES = [(4096, 4096), (14336, 4096), (4096, 8192), (2048, 8192), (4096, 14336)
 # weights of their own per batch alike).
 PER_SM = 512
 K_MIN = 2048
-# Batches of at most this many vectors take qmv at any N.
+# Batches of at most this many vectors take qmv at any N,
 BATCH_VECS = 2
+# and so do batches of at most WIDE_BATCH_VECS at WIDE_BATCH_BITS bits with
+# K >= WIDE_BATCH_K_MIN.
+WIDE_BATCH_VECS = 4
+WIDE_BATCH_BITS = 4
+WIDE_BATCH_K_MIN = 4096
 
 
-def takes_qmv(route: str, m: int, n: int, k: int, sm_count: int, batches: int = 1) -> bool:
-    """Whether the build should take qmv for a product of m vectors, as
-    `batches` batches of m / batches vectors each (over broadcast weights or
-    weights of their own: the rule is the same)."""
+def takes_qmv(route: str, m: int, n: int, k: int, bits: int, sm_count: int, batches: int = 1) -> bool:
+    """Whether the build should take qmv for a product of m vectors of
+    `bits`-bit weights, as `batches` batches of m / batches vectors each
+    (over broadcast weights or weights of their own: the rule is the same)."""
     if m < 8 or route == "overlay":
         return True
     if route == "stock":
         return False
     if m > 16 or k < K_MIN:
         return False
-    return (batches > 1 and m // batches <= BATCH_VECS) or n * m <= PER_SM * sm_count
+    per_batch = m // batches
+    if batches > 1 and (per_batch <= BATCH_VECS or (
+            per_batch <= WIDE_BATCH_VECS and bits == WIDE_BATCH_BITS and k >= WIDE_BATCH_K_MIN)):
+        return True
+    return n * m <= PER_SM * sm_count
 
 
-def verdict(route: str, m: int, n: int, k: int, sm_count: int, same_rows: int,
+def verdict(route: str, m: int, n: int, k: int, bits: int, sm_count: int, same_rows: int,
             batches: int = 1) -> str:
     """ok, or what went wrong: qmv's rows are all the M = 1 rows, and a
     product with none of them equal (or some not) came from another kernel."""
-    want = takes_qmv(route, m, n, k, sm_count, batches)
+    want = takes_qmv(route, m, n, k, bits, sm_count, batches)
     if want and same_rows != m:
         return f"FAIL: {same_rows}/{m} rows equal to M = 1, qmv expected"
     if not want and same_rows == m:
@@ -116,10 +127,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="x of shape (M, 1, K): M = 1 and B = M batches of broadcast weights, "
                          "as in batched decoding")
     ap.add_argument("--own-weights", action="store_true",
-                    help="with --batched: each batch over weights of its own, w of shape (M, N, K)")
+                    help="with --batched: each batch over weights of its own, w of shape (B, N, K)")
+    ap.add_argument("--vecs", type=int, default=1,
+                    help="with --batched: vectors per batch, x of shape (M / V, V, K)")
     args = ap.parse_args(argv)
-    if args.own_weights and not args.batched:
-        print("cuda_mlx_route_check.py: --own-weights needs --batched", file=sys.stderr)
+    if (args.own_weights or args.vecs != 1) and not args.batched:
+        print("cuda_mlx_route_check.py: --own-weights and --vecs need --batched", file=sys.stderr)
+        return 2
+    ms = [int(m) for m in args.ms.split(",")]
+    if args.vecs < 1 or any(m % args.vecs for m in ms):
+        print(f"cuda_mlx_route_check.py: --vecs {args.vecs} does not divide every M of --ms {args.ms}",
+              file=sys.stderr)
         return 2
     if os.environ.get("MLX_MAX_OPS_PER_BUFFER") != "0":
         print("cuda_mlx_route_check.py: MLX_MAX_OPS_PER_BUFFER=0 must be set (the products "
@@ -131,35 +149,39 @@ def main(argv: list[str] | None = None) -> int:
 
     sm_count = args.sms
     shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes.split(",")]
-    ms = [int(m) for m in args.ms.split(",")]
     rows = ["route,shape,dtype,bits,M,qmv_expected,rows_identical_to_M1,us,verdict"]
     failed = 0
     for k, n in shapes:
         for dt_name, dt in (("bf16", mx.bfloat16), ("fp16", mx.float16)):
             for bits in (4, 8):
                 sets = weight_sets(k, n, dt, bits)
-                x = mx.random.uniform(-1, 1, (16, 1, k) if args.batched else (16, k)).astype(dt)
+                x = mx.random.uniform(-1, 1, (16, k)).astype(dt)
                 mx.eval(sets, x)
 
                 def qmm(xm: mx.array, s: tuple) -> mx.array:
                     return mx.quantized_matmul(xm, *s, transpose=True, group_size=64, bits=bits)
 
                 # The reference row of vector i: alone, over the weights its
-                # product uses (its batch's own with --own-weights).
-                own = [sets[i % len(sets)] for i in range(16)] if args.own_weights else [sets[0]] * 16
+                # product uses (its batch's own with --own-weights: batch
+                # i // V of the first stack below).
+                own = ([sets[(i // args.vecs) % len(sets)] for i in range(16)] if args.own_weights
+                       else [sets[0]] * 16)
                 alone = [qmm(mx.contiguous(x[i:i + 1]), own[i]) for i in range(16)]
                 if args.own_weights:
-                    # Two stacks of 16 (each beyond the L2 from M = 8) to time over.
+                    # Two stacks of 16 to time over (batches of one vector:
+                    # each beyond the L2 from M = 8; with --vecs 4 the two or
+                    # four matrices of a product may not be).
                     stacks = [tuple(mx.stack([sets[(i + j) % len(sets)][c] for i in range(16)])
                                     for c in range(3)) for j in (0, 16)]
                     mx.eval(stacks)
                 mx.eval(alone)
                 ref = np.concatenate([np.array(a.view(mx.uint16)).reshape(1, n) for a in alone])
                 for m in ms:
-                    xm = mx.contiguous(x[:m])
+                    batches = m // args.vecs if args.batched else 1
+                    xm = mx.contiguous(x[:m].reshape(batches, args.vecs, k) if args.batched else x[:m])
                     timed = sets
                     if args.own_weights:
-                        timed = [tuple(mx.contiguous(a[:m]) for a in st) for st in stacks]
+                        timed = [tuple(mx.contiguous(a[:batches]) for a in st) for st in stacks]
                         mx.eval(timed)
                     o = qmm(xm, timed[0])
                     mx.eval(o)
@@ -174,12 +196,12 @@ def main(argv: list[str] | None = None) -> int:
                         mx.eval(outs)
                         mx.synchronize()
                         ts.append((time.perf_counter() - t0) / len(outs) * 1e6)
-                    batches = m if args.batched else 1
-                    v = verdict(args.route, m, n, k, sm_count, same, batches)
+                    v = verdict(args.route, m, n, k, bits, sm_count, same, batches)
                     failed += v != "ok"
                     kind = "-own-weights" if args.own_weights else "-batched" if args.batched else ""
+                    kind += f"-v{args.vecs}" if args.vecs != 1 else ""
                     rows.append(f"{args.route}{kind},{k}x{n},{dt_name},{bits},{m},"
-                                f"{int(takes_qmv(args.route, m, n, k, sm_count, batches))},{same},"
+                                f"{int(takes_qmv(args.route, m, n, k, bits, sm_count, batches))},{same},"
                                 f"{statistics.median(ts):.2f},{v}")
                     print(rows[-1], flush=True)
                 del sets, own

@@ -10,8 +10,11 @@
 #   3. the stock wheels (STOCK_TAR, bench/cuda_stock_wheels.py): qmm_sm80 for
 #      every product of 8 or more.
 # Any product whose rows do not match its route fails the run.
-# Usage: [SHAPES=KxN,...] [BATCHED=1] bench/cuda_mlx_route_device.sh WORK OUT STOCK_TAR
-#   (BATCHED=1: x of shape (M, 1, K), the M vectors as batches)
+# Usage: [SHAPES=KxN,...] [BATCHED=1 [VECS=V] [OWN=1]] [ROUTES="upstream overlay"]
+#          bench/cuda_mlx_route_device.sh WORK OUT STOCK_TAR
+#   (BATCHED=1: x of shape (M, 1, K), the M vectors as batches; VECS=V:
+#    (M / V, V, K), V vectors a batch; OWN=1: each batch over weights of its
+#    own; ROUTES: the runs of the queue's build, both by default)
 #   (STOCK_TAR none: the first two only, where the carry has no room for it)
 set -uo pipefail
 WORK=$1
@@ -27,17 +30,22 @@ export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1 MLX_MAX_OPS_PER_BUFFER=0
 unset MLX_QMV_WIDE MLX_QMV_ROUTE
 PATCHED=$K/mlx/python
-SH="${SHAPES:+--shapes $SHAPES}${BATCHED:+ --batched}"
+SH="${SHAPES:+--shapes $SHAPES}${BATCHED:+ --batched}${VECS:+ --vecs $VECS}${OWN:+ --own-weights}"
+ROUTES=${ROUTES:-upstream overlay}
 status=0
 echo "built from: $(head -1 "$K/MANIFEST")"
-# shellcheck disable=SC2086
-MLX_QMV_WIDE=1 PYTHONPATH=$PATCHED python3 "$ROOT/bench/cuda_mlx_route_check.py" \
-  --route upstream --out "$OUT/upstream.csv" $SH > "$OUT/upstream.txt" 2>&1 || status=1
-tail -1 "$OUT/upstream.txt"
-# shellcheck disable=SC2086
-PYTHONPATH=$PATCHED python3 "$ROOT/bench/cuda_mlx_route_check.py" \
-  --route overlay --out "$OUT/overlay.csv" $SH > "$OUT/overlay.txt" 2>&1 || status=1
-tail -1 "$OUT/overlay.txt"
+for route in $ROUTES; do
+  case $route in
+    upstream) export MLX_QMV_WIDE=1 ;;
+    overlay) unset MLX_QMV_WIDE ;;
+    *) echo "cuda_mlx_route_device.sh: ROUTES: unknown route $route" >&2; exit 2 ;;
+  esac
+  # shellcheck disable=SC2086
+  PYTHONPATH=$PATCHED python3 "$ROOT/bench/cuda_mlx_route_check.py" \
+    --route "$route" --out "$OUT/$route.csv" $SH > "$OUT/$route.txt" 2>&1 || status=1
+  tail -1 "$OUT/$route.txt"
+done
+unset MLX_QMV_WIDE
 if [ "$STOCK" != none ]; then
   mkdir -p /tmp/site && tar -xJf "$STOCK" -C /tmp/site && ln -sfn "$NV" /tmp/site/nvidia
   # shellcheck disable=SC2086

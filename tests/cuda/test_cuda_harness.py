@@ -76,7 +76,7 @@ def test_overlay_routes_every_matrix_kernel_branch_to_qmv_up_to_16_vectors(
     # qmm_sm80's branch keeps upstream's narrow route (taken with
     # MLX_QMV_WIDE=1, which gives the overlay's 8 to 16 back to upstream).
     assert patched.pop("qmm_sm80") == (
-        "can_use_qmv && (M * B <= qmv_max_vecs || qmv_faster_than_qmm_sm80( x, out, group_size_, mode_, "
+        "can_use_qmv && (M * B <= qmv_max_vecs || qmv_faster_than_qmm_sm80( x, out, bits_, group_size_, mode_, "
         "encoder.device()))"), patched
     assert all(c == "can_use_qmv && (M * B <= qmv_max_vecs)" for c in patched.values()), patched
     # 16 vectors, or upstream's 7 with MLX_QMV_WIDE=1 (Metal's speed switch).
