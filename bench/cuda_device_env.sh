@@ -80,11 +80,29 @@ nvidia_site() {
   python3 -c 'import nvidia; print(list(nvidia.__path__)[0])'
 }
 
+# nvidia_libraries: the lib folders of the nvidia packages, colon-terminated
+# (LD_LIBRARY_PATH entries: the stock wheels and MLX built from a kit load
+# cuDNN, cuBLAS and NCCL from them).
+nvidia_libraries() {
+  local nv
+  nv=$(nvidia_site) || return 1
+  ls -d "$nv"/*/lib | tr '\n' ':'
+}
+
 # kit_libraries K: the LD_LIBRARY_PATH entries, colon-terminated, that MLX
 # built from the kit in K (bench/cuda_mlx_build_device.sh) needs at run time:
 # the kit's BLAS and the lib folders of the nvidia packages.
 kit_libraries() {
+  local libs
+  libs=$(nvidia_libraries) || return 1
+  echo "$1/blas/lib:$libs"
+}
+
+# stock_wheel_site TAR: the stock wheels (TAR of bench/cuda_stock_wheels.py)
+# unpacked into /tmp/site beside a link to the nvidia packages, so that
+# PYTHONPATH=/tmp/site imports them (with nvidia_libraries on the path).
+stock_wheel_site() {
   local nv
   nv=$(nvidia_site) || return 1
-  echo "$1/blas/lib:$(ls -d "$nv"/*/lib | tr '\n' ':')"
+  mkdir -p /tmp/site && tar -xJf "$1" -C /tmp/site && ln -sfn "$nv" /tmp/site/nvidia
 }

@@ -24,7 +24,6 @@ K=$WORK/kit
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$OUT"
 . "$(dirname "$0")/cuda_device_env.sh"
-NV=$(nvidia_site) || exit 2
 LIBS=$(kit_libraries "$K") || exit 2
 export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1 MLX_MAX_OPS_PER_BUFFER=0
@@ -47,7 +46,7 @@ for route in $ROUTES; do
 done
 unset MLX_QMV_WIDE
 if [ "$STOCK" != none ]; then
-  mkdir -p /tmp/site && tar -xJf "$STOCK" -C /tmp/site && ln -sfn "$NV" /tmp/site/nvidia
+  stock_wheel_site "$STOCK" || status=1
   # shellcheck disable=SC2086
   PYTHONPATH=/tmp/site python3 "$ROOT/bench/cuda_mlx_route_check.py" \
     --route stock --out "$OUT/stock.csv" $SH > "$OUT/stock.txt" 2>&1 || status=1

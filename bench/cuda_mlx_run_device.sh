@@ -68,7 +68,6 @@ if [ -n "${KEEP_PTX:-}" ]; then
   trap 'exit 143' TERM
 fi
 . "$(dirname "$0")/cuda_device_env.sh"
-NV=$(nvidia_site) || exit 2
 LIBS=$(kit_libraries "$K") || exit 2
 export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
@@ -290,8 +289,7 @@ echo "patched bench rc $?"
 MLX_QMV_WIDE=1 PYTHONPATH=$PATCHED python3 bench/cuda_qmv_mlx.py --out "$OUT/mlx_patched_wide.csv" \
   --quick >"$OUT/mlx_patched_wide.log" 2>&1
 echo "patched MLX_QMV_WIDE=1 bench rc $?"
-mkdir -p /tmp/site && tar -xJf "$STOCK" -C /tmp/site
-ln -sfn "$NV" /tmp/site/nvidia
+stock_wheel_site "$STOCK"
 PYTHONPATH=/tmp/site env -u MLX_PTX_CACHE_DIR python3 bench/cuda_qmv_mlx.py --out "$OUT/mlx_wheel.csv" $QUICK \
   >"$OUT/mlx_wheel.log" 2>&1
 echo "stock wheel bench rc $?"

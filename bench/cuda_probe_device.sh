@@ -33,10 +33,10 @@ if [ "$ONLY" = --harness-only ]; then
   tar -czf "$DEST/cuda_probe.tar.gz" -C "$(dirname "$OUT")" cuda_probe
   exit $status
 fi
-mkdir -p /tmp/site && tar -xJf "$C/mlx-sm90.tar.xz" -C /tmp/site
-NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
-ln -sfn "$NV" /tmp/site/nvidia
-export LD_LIBRARY_PATH=$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/cuda_device_env.sh"
+stock_wheel_site "$C/mlx-sm90.tar.xz" || exit 2
+LD_LIBRARY_PATH=$(nvidia_libraries)${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH
 for seed in 0 1; do
   tag=wheel_bfloat16_4bit_seed${seed}
   echo "== $tag"

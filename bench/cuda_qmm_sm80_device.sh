@@ -61,11 +61,9 @@ if [ "${NO_NCU:-0}" != 1 ]; then
   echo "harness ncu: $(cat "$O"/harness_ncu_*.csv | grep -c gpu__time_duration) kernels"
 fi
 if [ "${NO_WHEEL:-0}" != 1 ]; then
-  mkdir -p /tmp/site && tar -xJf "$C/mlx-sm90.tar.xz" -C /tmp/site
-  NV=$(nvidia_site)
-  ln -sfn "$NV" /tmp/site/nvidia
+  stock_wheel_site "$C/mlx-sm90.tar.xz" || status=1
   export PYTHONPATH=/tmp/site
-  LD_LIBRARY_PATH=$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+  LD_LIBRARY_PATH=$(nvidia_libraries)${LD_LIBRARY_PATH:-}
   export LD_LIBRARY_PATH
   t0=$(date +%s)
   timeout "${WHEEL_LIMIT:-240}" ncu --csv --print-units base --clock-control none \

@@ -55,11 +55,11 @@ if [ $BENCH = 1 ]; then
   echo "qmv_bench exit $?"
 fi
 if [ $WHEEL = 1 ]; then
-  mkdir -p /tmp/site && tar -xJf "$C/mlx-sm90.tar.xz" -C /tmp/site
-  NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
-  ln -sfn "$NV" /tmp/site/nvidia
+  . "$(dirname "$0")/cuda_device_env.sh"
+  stock_wheel_site "$C/mlx-sm90.tar.xz"
   export PYTHONPATH=/tmp/site
-  export LD_LIBRARY_PATH=$(ls -d "$NV"/*/lib | tr '\n' ':')${LD_LIBRARY_PATH:-}
+  LD_LIBRARY_PATH=$(nvidia_libraries)${LD_LIBRARY_PATH:-}
+  export LD_LIBRARY_PATH
   python3 -u "$C/cuda_qmv_mlx.py" --out "$OUT/mlx_wheel.csv" $QUICK $WSHAPES
   echo "mlx baseline exit $?"
 fi

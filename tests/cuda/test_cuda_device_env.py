@@ -3,6 +3,7 @@ a kit on the device: one place says which libraries that build needs."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,29 @@ def test_device_scripts_take_the_kit_libraries_from_the_helper() -> None:
     for name in users:
         text = (ROOT / name).read_text()
         assert "cuda_device_env.sh\"" in text.split("kit_libraries ")[0], name
+
+
+def test_nvidia_libraries_lists_each_package_s_lib_folder(tmp_path: Path) -> None:
+    nvidia = tmp_path / "site" / "nvidia"
+    for package in ("cuda_runtime", "cudnn"):
+        (nvidia / package / "lib").mkdir(parents=True)
+    (nvidia / "__init__.py").write_text("")
+    run = _run("nvidia_libraries", tmp_path / "site")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == f"{nvidia}/cuda_runtime/lib:{nvidia}/cudnn/lib:"
+    assert "failed 1" in _run('nvidia_libraries || echo "failed $?"', tmp_path).stdout
+
+
+def test_device_scripts_unpack_the_stock_wheels_and_find_nvidia_s_libraries_through_the_helpers() -> None:
+    """One place says where the stock wheels go and which folders hold the
+    nvidia libraries; the build script alone asks Python for the packages
+    itself (NVIDIA_SITE overrides it there)."""
+    scripts = {p.relative_to(ROOT).as_posix(): p.read_text() for p in (ROOT / "bench").rglob("*.sh") if p != ENV_SH}
+    assert not [n for n, t in scripts.items() if re.search(r"tar -xJf [^\n]*-C /tmp/site", t)]
+    assert not [n for n, t in scripts.items() if '"$NV"/*/lib' in t or "$nv\"/*/lib" in t]
+    assert [n for n, t in scripts.items() if "import nvidia" in t] == ["bench/cuda_mlx_build_device.sh"]
+    users = {n for n, t in scripts.items() if "stock_wheel_site " in t}
+    assert users == {"bench/cuda_mlx_route_device.sh", "bench/cuda_mlx_run_device.sh", "bench/cuda_probe_device.sh",
+                     "bench/cuda_qmm_sm80_device.sh", "bench/cuda_qmv_device.sh"}
+    for name in users:
+        assert "cuda_device_env.sh\"" in scripts[name].split("stock_wheel_site ")[0], name
