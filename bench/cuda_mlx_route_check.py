@@ -29,6 +29,8 @@ Usage: MLX_MAX_OPS_PER_BUFFER=0 [MLX_QMV_WIDE=1] python3 bench/cuda_mlx_route_ch
          [--own-weights]   (with --batched: each batch over weights of its own,
                             w of shape (M, N, K), as a mixture of experts gives)
          [--sms 132]   (the device's multiprocessors: 132 on the H200)
+         [--sets N]   (N weight sets a shape, not enough to pass the L2: for a
+                       check of the rows alone, on MLX's CPU backend too)
        python3 bench/cuda_mlx_route_check.py table STOCK_CSV UPSTREAM_CSV OVERLAY_CSV
 """
 from __future__ import annotations
@@ -123,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ms", default="8,12,16")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sms", type=int, default=132)
+    ap.add_argument("--sets", type=int, default=0,
+                    help="weight sets a shape (default: enough to span more than 256 MB)")
     ap.add_argument("--batched", action="store_true",
                     help="x of shape (M, 1, K): M = 1 and B = M batches of broadcast weights, "
                          "as in batched decoding")
@@ -154,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, n in shapes:
         for dt_name, dt in (("bf16", mx.bfloat16), ("fp16", mx.float16)):
             for bits in (4, 8):
-                sets = weight_sets(k, n, dt, bits)
+                sets = weight_sets(k, n, dt, bits, args.sets)
                 x = mx.random.uniform(-1, 1, (16, k)).astype(dt)
                 mx.eval(sets, x)
 

@@ -32,11 +32,12 @@ def set_bytes(k: int, n: int, bits: int) -> int:
     return n * k * bits // 8 + 2 * 2 * n * (k // 64)
 
 
-def weight_sets(k: int, n: int, dtype: mx.Dtype, bits: int) -> list[tuple[mx.array, ...]]:
+def weight_sets(k: int, n: int, dtype: mx.Dtype, bits: int, count: int = 0) -> list[tuple[mx.array, ...]]:
     """Random N x K weights quantized (affine, group 64), seeded per shape and
-    width: enough sets to span more than 256 MB (beyond the L2), at least 4."""
+    width: count sets, by default enough to span more than 256 MB (beyond
+    the L2), at least 4."""
     mx.random.seed(n + k + bits)
-    count = max(4, (256 << 20) // set_bytes(k, n, bits) + 1)
+    count = count or max(4, (256 << 20) // set_bytes(k, n, bits) + 1)
     return [mx.quantize((mx.random.normal((n, k)) * 0.02).astype(dtype), group_size=64, bits=bits)
             for _ in range(count)]
 

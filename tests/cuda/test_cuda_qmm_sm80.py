@@ -461,3 +461,29 @@ def test_route_check_table_sets_the_three_runs_side_by_side(tmp_path: Path,
     out = capsys.readouterr().out
     assert "| 4096x4096 | bf16 | 4 | 8 | 62.88 (0/8) | 32.07 | 24.34 | 0.51 |" in out
     assert rc.main(["table", "one.csv"]) == 2
+
+
+@pytest.mark.integration
+def test_route_check_runs_on_mlx_s_cpu_backend_and_fails_a_wrong_route(tmp_path: Path, mlx_python: str) -> None:
+    """bench/cuda_mlx_route_check.py end to end on the patched wheel's CPU
+    backend, whose products keep every row of the M = 1 product: one batch,
+    batches of 2 over one weight matrix, batches of 4 over weights of their
+    own, all as the overlay route predicts; judged as the stock route (the
+    matrix kernel, rows not equal), the same products fail the run."""
+    env = {**os.environ, "MLX_MAX_OPS_PER_BUFFER": "0"}
+    common = ["--shapes", "256x128", "--ms", "8,12", "--reps", "1", "--sets", "2"]
+    for extra in ([], ["--batched", "--vecs", "2"], ["--batched", "--vecs", "4", "--own-weights"]):
+        out = tmp_path / f"route{len(extra)}.csv"
+        run = subprocess.run([mlx_python, str(ROOT / "bench" / "cuda_mlx_route_check.py"), "--route", "overlay",
+                              "--out", str(out), *common, *extra], capture_output=True, text=True, env=env,
+                             timeout=600)
+        assert run.returncode == 0, run.stdout + run.stderr
+        rows = list(csv.DictReader(out.open()))
+        assert len(rows) == 8 and {r["verdict"] for r in rows} == {"ok"}, rows
+        assert all(r["rows_identical_to_M1"] == r["M"] for r in rows), rows
+        assert {r["route"] for r in rows} == {"overlay" + {0: "", 3: "-batched-v2", 4: "-own-weights-v4"}[len(extra)]}
+    run = subprocess.run([mlx_python, str(ROOT / "bench" / "cuda_mlx_route_check.py"), "--route", "stock",
+                          "--out", str(tmp_path / "stock.csv"), *common, "--batched", "--vecs", "4", "--own-weights"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 1
+    assert "8 products, 8 not as predicted" in run.stdout
