@@ -6,13 +6,15 @@
 # (bench/cuda_mlx_run_device.sh does the runs):
 #   WORK/kit/mlx/python holds the importable package afterwards
 #   (PYTHONPATH=WORK/kit/mlx/python; LD_LIBRARY_PATH as printed).
-# The build directory is WORK/build: a second call on the same (warm)
-# machine carries on where the first stopped, but objects in flight when
-# --limit cuts the build are compiled again from the start. MLX's longest,
-# copy_general_input.cu, took more than 440 s alone on the H200 host of
-# 2026-12-02 (it never finished in calls of 470, 150, 330 and 440 s): it and
-# the streamed kernels start first (NINJA_FIRST), and the first call should
-# have --limit 580.
+# The build directory is WORK/build. At --limit the script returns 124 and
+# leaves ninja compiling in a session of its own (bench/ninja_session.sh): the
+# same command in the next call on the same machine, before its idle release
+# (30 s), waits for that ninja; on a fresh machine it starts over. Until
+# session 29 the limit killed ninja, and the objects in flight started again
+# from nothing: MLX's longest, copy_general_input.cu, took more than 440 s
+# alone on some H200 hosts (2026-12-02 and 2026-12-03) and never finished in
+# calls of 470, 150, 330 and 440 s. It and the streamed kernels start first
+# (NINJA_FIRST); ninja took 355-410 s in all on the faster hosts.
 # --pack DIR packs the built module into DIR (bench/cuda_mlx_pack.sh: pieces
 # under 16 MiB, for DIR under $OUT); a later call, on a fresh machine too,
 # given the same kit and --from-pack DIR (the pieces carried) skips the build.
@@ -122,22 +124,17 @@ python3 "$HERE/ninja_first.py" "$WORK/build/build.ninja" \
 [ $CONFIGURE_ONLY = 1 ] && exit 0
 
 start=$(date +%s)
-if [ "$LIMIT" -gt 0 ]; then
-  timeout "$LIMIT" ninja -C "$WORK/build" -j "$JOBS" core >>"$OUT/build.log" 2>&1
-else
-  ninja -C "$WORK/build" -j "$JOBS" core >>"$OUT/build.log" 2>&1
-fi
+# At --limit ninja is left compiling (bench/ninja_session.sh says why): the
+# same command in the next call, before the machine goes back, waits for it.
+bash "$HERE/ninja_session.sh" "$WORK/ninja" "$LIMIT" "$OUT/build.log" -C "$WORK/build" -j "$JOBS" core
 rc=$?
 # Each step's start and end (ms since that ninja started), to see how long
 # the longest objects took.
 cp "$WORK/build/.ninja_log" "$OUT/ninja_log.txt" 2>/dev/null
 echo "ninja rc $rc after $(($(date +%s) - start)) s; $(grep -c '^\[' "$OUT/build.log") steps logged"
 if [ $rc = 124 ]; then
-  # Cut by the limit: the objects in flight are lost and start again from
-  # nothing in the next call.
-  left=$(ninja -C "$WORK/build" -n core | grep '^\[')
-  echo "left for the next call: $(echo "$left" | wc -l) steps, $(echo "$left" |
-    sed -n 's/.* object \([^ ]*\)$/\1/p' | head -4 | tr '\n' ' ')"
+  echo "still compiling, last step started: $(grep '^\[' "$OUT/build.log" | tail -1)"
+  exit 124
 fi
 if [ $rc != 0 ]; then
   grep -B2 -A12 -m3 "error" "$OUT/build.log" | head -60
