@@ -106,3 +106,20 @@ stock_wheel_site() {
   nv=$(nvidia_site) || return 1
   mkdir -p /tmp/site && tar -xJf "$1" -C /tmp/site && ln -sfn "$nv" /tmp/site/nvidia
 }
+
+# pack_out DIR: the device returns at most 8 files from $OUT (session 29 lost
+# a call's route tables to that). Where DIR holds more, its files under 4 MiB
+# go into DIR/out.tar.gz (the originals removed; folders kept as paths in the
+# archive), so that all of them come back; larger ones (a module's pieces)
+# stay as they are.
+pack_out() {
+  local dir=$1 n tmp
+  n=$(find "$dir" -type f | wc -l)
+  [ "$n" -le 8 ] && return 0
+  tmp=$(mktemp -d)
+  (cd "$dir" && find . -type f -size -4M -print0 | tar -czf "$tmp/out.tar.gz" --null -T - --remove-files) ||
+    { echo "pack_out: could not pack $dir" >&2; rm -rf "$tmp"; return 1; }
+  find "$dir" -mindepth 1 -type d -empty -delete
+  mv "$tmp/out.tar.gz" "$dir/out.tar.gz" && rmdir "$tmp"
+  echo "pack_out: $n files under $dir, those under 4 MiB in $dir/out.tar.gz"
+}

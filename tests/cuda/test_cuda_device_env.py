@@ -79,3 +79,29 @@ def test_device_scripts_unpack_the_stock_wheels_and_find_nvidia_s_libraries_thro
                      "bench/cuda_qmm_sm80_device.sh", "bench/cuda_qmv_device.sh"}
     for name in users:
         assert "cuda_device_env.sh\"" in scripts[name].split("stock_wheel_site ")[0], name
+
+
+def test_pack_out_keeps_a_device_call_s_files_within_what_comes_back(tmp_path: Path) -> None:
+    """More than 8 files: the small ones go into out.tar.gz, paths kept, a
+    large one stays; 8 or fewer: nothing changes."""
+    out = tmp_path / "out"
+    for i in range(5):
+        for sub in ("r4own", "r4"):
+            (out / sub).mkdir(parents=True, exist_ok=True)
+            (out / sub / f"f{i}.csv").write_text(f"{sub} {i}\n")
+    (out / "m").mkdir()
+    (out / "m" / "module.tar.xz.00").write_bytes(b"\0" * (5 << 20))
+    run = _run(f'pack_out "{out}"', tmp_path / "site")
+    assert run.returncode == 0, run.stderr
+    assert "11 files" in run.stdout
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        "m/module.tar.xz.00", "out.tar.gz"]
+    listed = subprocess.run(["tar", "-tzf", str(out / "out.tar.gz")], capture_output=True, text=True, check=True)
+    assert sorted(listed.stdout.split()) == sorted(f"./{s}/f{i}.csv" for s in ("r4own", "r4") for i in range(5))
+
+    few = tmp_path / "few"
+    few.mkdir()
+    for i in range(8):
+        (few / f"f{i}").write_text("x")
+    assert _run(f'pack_out "{few}"', tmp_path / "site").stdout == ""
+    assert len(list(few.iterdir())) == 8
