@@ -27,7 +27,7 @@ Usage: MLX_MAX_OPS_PER_BUFFER=0 [MLX_QMV_WIDE=1] python3 bench/cuda_mlx_route_ch
          [--batched]   (x of shape (M, 1, K): B = M batches, M = 1 each)
          [--vecs V]   (with --batched: x of shape (M / V, V, K), V vectors a batch)
          [--own-weights]   (with --batched: each batch over weights of its own,
-                            w of shape (M, N, K), as a mixture of experts gives)
+                            w of shape (B, N, K), as a mixture of experts gives)
          [--sms 132]   (the device's multiprocessors: 132 on the H200)
          [--sets N]   (N weight sets a shape, not enough to pass the L2: for a
                        check of the rows alone, on MLX's CPU backend too)
