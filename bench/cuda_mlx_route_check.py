@@ -40,37 +40,46 @@ import os
 import statistics
 import sys
 import time
+from typing import NamedTuple
 
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 8192), (2048, 8192), (4096, 14336), (4096, 28672)]
-# patch 0011's rule (mlx/backend/cuda/quantized/qmm/qmm.cu), for affine
-# weights in groups of 64 on sm90 (one weight matrix, broadcast weights or
-# weights of their own per batch alike).
-PER_SM = 512
-K_MIN = 2048
-# Batches of at most this many vectors take qmv at any N,
-BATCH_VECS = 2
-# and so do batches of at most WIDE_BATCH_VECS at WIDE_BATCH_BITS bits with
-# K >= WIDE_BATCH_K_MIN.
-WIDE_BATCH_VECS = 4
-WIDE_BATCH_BITS = 4
-WIDE_BATCH_K_MIN = 4096
+class Rule(NamedTuple):
+    """Patch 0011's rule (`qmv_faster_than_qmm_sm80` in
+    mlx/backend/cuda/quantized/qmm/qmm.cu), for affine weights in groups of
+    64 on sm90: qmv where N * M * B is at most per_sm per multiprocessor and
+    K >= k_min; and, over broadcast weights or weights of their own alike, at
+    any N for batches of at most batch_vecs vectors, and of at most
+    wide_vecs at wide_bits bits with K >= wide_k_min."""
+
+    per_sm: int
+    k_min: int
+    batch_vecs: int
+    wide_vecs: int
+    wide_bits: int
+    wide_k_min: int
+
+
+RULE = Rule(per_sm=512, k_min=2048, batch_vecs=2, wide_vecs=4, wide_bits=4, wide_k_min=4096)
+
+
+def rule_takes_qmv(k: int, n: int, bits: int, m: int, b: int, sm_count: int, rule: Rule = RULE) -> bool:
+    """Whether the rule takes qmv for B = b batches of m vectors each."""
+    if m * b > 16 or k < rule.k_min:
+        return False
+    if b > 1 and (m <= rule.batch_vecs or (m <= rule.wide_vecs and bits == rule.wide_bits
+                                           and k >= rule.wide_k_min)):
+        return True
+    return n * m * b <= rule.per_sm * sm_count
 
 
 def takes_qmv(route: str, m: int, n: int, k: int, bits: int, sm_count: int, batches: int = 1) -> bool:
     """Whether the build should take qmv for a product of m vectors of
-    `bits`-bit weights, as `batches` batches of m / batches vectors each
-    (over broadcast weights or weights of their own: the rule is the same)."""
+    `bits`-bit weights, as `batches` batches of m / batches vectors each."""
     if m < 8 or route == "overlay":
         return True
     if route == "stock":
         return False
-    if m > 16 or k < K_MIN:
-        return False
-    per_batch = m // batches
-    if batches > 1 and (per_batch <= BATCH_VECS or (
-            per_batch <= WIDE_BATCH_VECS and bits == WIDE_BATCH_BITS and k >= WIDE_BATCH_K_MIN)):
-        return True
-    return n * m <= PER_SM * sm_count
+    return rule_takes_qmv(k, n, bits, m // batches, batches, sm_count)
 
 
 def verdict(route: str, m: int, n: int, k: int, bits: int, sm_count: int, same_rows: int,

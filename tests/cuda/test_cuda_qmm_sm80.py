@@ -10,11 +10,12 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
+import cuda_mlx_route_check
 import cuda_qmm_sm80_report
+from cuda_mlx_route_check import Rule
 import cuda_qmm_wheel_kernels
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -273,20 +274,8 @@ def _batched_products() -> list[tuple[int, int, str, int, int, int, float, float
     return [key + (v["d"], v["q"]) for key, v in t.items() if len(v) == 2]
 
 
-class Rule(NamedTuple):
-    """Patch 0011's constants: the bound per multiprocessor, the least K,
-    the vectors per batch that take qmv at any N, and the wider batches that
-    do so at one width from a larger K."""
-
-    per_sm: int
-    k_min: int
-    batch_vecs: int
-    wide_vecs: int
-    wide_bits: int
-    wide_k_min: int
-
-
 def _rule(added: str) -> Rule:
+    """Patch 0011's constants, read from its added lines."""
     per_sm = int(re.search(r"<= (\d+) \* int64_t\(sm_count\)", added).group(1))
     k_min = int(re.search(r"k < (\d+)\)", added).group(1))
     batch = re.search(r"if \(l > 1 &&\s*\(m <= (\d+) \|\|\s*\(m <= (\d+) && bits == (\d+) && k >= (\d+)\)\)\) \{"
@@ -295,12 +284,7 @@ def _rule(added: str) -> Rule:
 
 
 def _takes_qmv(k: int, n: int, bits: int, m: int, b: int, rule: Rule) -> bool:
-    if m * b > 16 or k < rule.k_min:
-        return False
-    if b > 1 and (m <= rule.batch_vecs or (m <= rule.wide_vecs and bits == rule.wide_bits
-                                             and k >= rule.wide_k_min)):
-        return True
-    return n * m * b <= rule.per_sm * H200_SMS
+    return cuda_mlx_route_check.rule_takes_qmv(k, n, bits, m, b, H200_SMS, rule)
 
 
 def _controls(rule: Rule) -> list[Rule]:
@@ -399,8 +383,7 @@ def test_route_check_predicts_the_patch_s_rule_and_judges_by_the_rows() -> None:
 
     text, _ = _route_patch()
     added = "\n".join(ln[1:] for ln in text.splitlines() if ln.startswith("+"))
-    assert _rule(added) == Rule(rc.PER_SM, rc.K_MIN, rc.BATCH_VECS, rc.WIDE_BATCH_VECS, rc.WIDE_BATCH_BITS,
-                                rc.WIDE_BATCH_K_MIN)
+    assert _rule(added) == rc.RULE
     # 4096 x 4096 at 16 vectors: 65536 <= 512 x 132; 4096 x 14336 at 8: not.
     assert rc.takes_qmv("upstream", 16, 4096, 4096, 8, 132)
     assert not rc.takes_qmv("upstream", 8, 14336, 4096, 4, 132)
