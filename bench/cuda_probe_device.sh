@@ -13,8 +13,11 @@
 # the GPU's name; --harness-only skips the stock wheel, which does not change
 # with the queue)
 set -uo pipefail
-C=$1; DEST=$2; ONLY=${3:-}; OUT=$(mktemp -d)/cuda_probe; mkdir -p "$OUT"
-export PYTHONPATH=$PWD:$PWD/$C/site PYTHONUNBUFFERED=1
+# C absolute: until session 30 PYTHONPATH took $PWD/$C/site, which an absolute
+# C (/tmp/C3) turned into a folder that is not there (no tomlkit, every probe failed).
+C=$(cd "$1" && pwd) || { echo "cuda_probe_device.sh: $1: no such folder" >&2; exit 2; }
+DEST=$2; ONLY=${3:-}; OUT=$(mktemp -d)/cuda_probe; mkdir -p "$OUT"
+export PYTHONPATH=$PWD:$C/site PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/probe_env.txt"
 status=0
 for dtype in bfloat16 float16; do
