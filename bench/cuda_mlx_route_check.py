@@ -6,10 +6,10 @@ For each shape, dtype and width (affine, group 64) and M in --ms, the
 product's rows are compared bitwise with the rows computed one vector at a
 time: qmv gives every row equal, `qmm_sm80` (tensor cores, another order)
 does not. The route the build should take is predicted from patch 0011's
-rule (`qmv_faster_than_qmm_sm80`: sm90, K >= 2048, N * M <= 512 per
-multiprocessor, or batches of at most 2 vectors, or of at most 4 at 4 bits
-with K >= 4096, over broadcast weights or with --own-weights weights of
-their own) with --route upstream (the queue's build with
+rule (`qmv_faster_than_qmm_sm80`: sm90, K >= 2048, N * M * B <= 512 per
+multiprocessor, 768 at 4 bits with K >= 4096; or batches of at most 2
+vectors, or of at most 4 at 4 bits with K >= 4096, over broadcast weights
+or with --own-weights weights of their own) with --route upstream (the queue's build with
 MLX_QMV_WIDE=1, which gives 8 to 16 vectors back to upstream's choice), or
 is qmv for every product with --route overlay (the default build), or
 `qmm_sm80` for every product of 8 or more with --route stock (the stock
@@ -46,10 +46,11 @@ SHAPES = [(4096, 4096), (14336, 4096), (4096, 8192), (2048, 8192), (4096, 14336)
 class Rule(NamedTuple):
     """Patch 0011's rule (`qmv_faster_than_qmm_sm80` in
     mlx/backend/cuda/quantized/qmm/qmm.cu), for affine weights in groups of
-    64 on sm90: qmv where N * M * B is at most per_sm per multiprocessor and
-    K >= k_min; and, over broadcast weights or weights of their own alike, at
-    any N for batches of at most batch_vecs vectors, and of at most
-    wide_vecs at wide_bits bits with K >= wide_k_min."""
+    64 on sm90: qmv where N * M * B is at most per_sm per multiprocessor
+    (wide_per_sm at wide_bits bits with K >= wide_k_min) and K >= k_min;
+    and, over broadcast weights or weights of their own alike, at any N for
+    batches of at most batch_vecs vectors, and of at most wide_vecs at
+    wide_bits bits with K >= wide_k_min."""
 
     per_sm: int
     k_min: int
@@ -57,9 +58,10 @@ class Rule(NamedTuple):
     wide_vecs: int
     wide_bits: int
     wide_k_min: int
+    wide_per_sm: int
 
 
-RULE = Rule(per_sm=512, k_min=2048, batch_vecs=2, wide_vecs=4, wide_bits=4, wide_k_min=4096)
+RULE = Rule(per_sm=512, k_min=2048, batch_vecs=2, wide_vecs=4, wide_bits=4, wide_k_min=4096, wide_per_sm=768)
 
 
 def rule_takes_qmv(k: int, n: int, bits: int, m: int, b: int, sm_count: int, rule: Rule = RULE) -> bool:
@@ -69,7 +71,8 @@ def rule_takes_qmv(k: int, n: int, bits: int, m: int, b: int, sm_count: int, rul
     if b > 1 and (m <= rule.batch_vecs or (m <= rule.wide_vecs and bits == rule.wide_bits
                                            and k >= rule.wide_k_min)):
         return True
-    return n * m * b <= rule.per_sm * sm_count
+    wide = bits == rule.wide_bits and k >= rule.wide_k_min
+    return n * m * b <= (rule.wide_per_sm if wide else rule.per_sm) * sm_count
 
 
 def takes_qmv(route: str, m: int, n: int, k: int, bits: int, sm_count: int, batches: int = 1) -> bool:

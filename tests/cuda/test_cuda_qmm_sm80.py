@@ -214,7 +214,7 @@ def _route_patch() -> tuple[str, str]:
     return found[0].read_text(), kinds[found[0].name]
 
 
-def _routed(per_sm: int, k_min: int) -> list[tuple[str, str, int, int, float, float]]:
+def _routed(rule: Rule) -> list[tuple[str, str, int, int, float, float]]:
     """(shape, dtype, bits, M, qmv us, qmm_sm80 us) of the recorded run's
     products of 8, 12 and 16 vectors that the rule sends to qmv."""
     t: dict[tuple, float] = {}
@@ -224,7 +224,7 @@ def _routed(per_sm: int, k_min: int) -> list[tuple[str, str, int, int, float, fl
     out = []
     for (impl, shape, dt, bits, m), us in t.items():
         k, n = (int(v) for v in shape.split("x"))
-        if impl == "qmm_sm80" and m >= 8 and k >= k_min and n * m <= per_sm * H200_SMS:
+        if impl == "qmm_sm80" and m >= 8 and _takes_qmv(k, n, bits, m, 1, rule):
             out.append((shape, dt, bits, m, t[("streamed_auto", shape, dt, bits, m)], us))
     return out
 
@@ -233,24 +233,30 @@ def test_upstream_route_takes_qmv_only_where_the_h200_run_found_it_faster() -> N
     """The upstream patch's rule (its constants read from the patch) applied
     to every product of 8, 12 and 16 vectors of the recorded H200 run: each
     product it routes was faster on qmv than on qmm_sm80; the same check with
-    the bound half as large again finds slower ones (it can fail)."""
+    either bound raised (8-bit weights to the 4-bit bound, that one half as
+    large again, or it from K = 2048) finds slower ones (it can fail)."""
     text, kind = _route_patch()
     assert kind == "upstream" and "mlx-overlay" not in text.split("\n---\n")[0]
     files = re.findall(r"(?m)^diff --git a/(\S+) b/", text)
     assert files == ["mlx/backend/cuda/quantized/qmm/qmm.cu", "mlx/backend/cuda/quantized/qmm/qmm.h",
                      "mlx/backend/cuda/quantized/quantized.cpp"]
     added = "\n".join(ln[1:] for ln in text.splitlines() if ln.startswith("+"))
-    per_sm = int(re.search(r"<= (\d+) \* int64_t\(sm_count\)", added).group(1))
-    k_min = int(re.search(r"k < (\d+)\)", added).group(1))
     assert "group_size != 64" in added and "compute_capability_major() != 9" in added
     assert "mode != QuantizationMode::Affine" in added and "m * l > 16" in added
-    routed = _routed(per_sm, k_min)
-    assert len(routed) >= 60
+    rule = _rule(added)
+    routed = _routed(rule)
+    assert len(routed) >= 90
+    # Past 512 per multiprocessor: 4-bit products with K >= 4096 alone.
+    wide = [r for r in routed if _takes_qmv(*(int(v) for v in r[0].split("x")), r[2], r[3], 1, rule)
+            and not _takes_qmv(*(int(v) for v in r[0].split("x")), r[2], r[3], 1,
+                               rule._replace(wide_per_sm=rule.per_sm))]
+    assert len(wide) >= 12 and {r[2] for r in wide} == {4}
     slower = [r for r in routed if r[4] >= r[5]]
     assert not slower, slower
     assert max(r[4] / r[5] for r in routed) < 0.95
-    control = _routed(per_sm * 3 // 2, k_min)
-    assert any(r[4] >= r[5] for r in control)
+    assert max(r[4] / r[5] for r in wide) < 0.9
+    for control in _bound_controls(rule):
+        assert any(r[4] >= r[5] for r in _routed(control)), control
 
 
 BATCHED_RUN = ROOT / "docs" / "data" / "cuda_qmv_h200_2026-12-03d" / "call1" / "cuda_qmv_time.csv"
@@ -276,11 +282,16 @@ def _batched_products() -> list[tuple[int, int, str, int, int, int, float, float
 
 def _rule(added: str) -> Rule:
     """Patch 0011's constants, read from its added lines."""
-    per_sm = int(re.search(r"<= (\d+) \* int64_t\(sm_count\)", added).group(1))
     k_min = int(re.search(r"k < (\d+)\)", added).group(1))
     batch = re.search(r"if \(l > 1 &&\s*\(m <= (\d+) \|\|\s*\(m <= (\d+) && bits == (\d+) && k >= (\d+)\)\)\) \{"
                       r"\n\s*return true;", added)
-    return Rule(per_sm, k_min, *(int(g) for g in batch.groups()))
+    bound = re.search(r"int64_t per_sm = \(bits == (\d+) && k >= (\d+)\) \? (\d+) : (\d+);", added)
+    wide_bits, wide_k_min, wide_per_sm, per_sm = (int(g) for g in bound.groups())
+    assert re.search(r"<= per_sm \* sm_count;", added)
+    rule = Rule(per_sm, k_min, *(int(g) for g in batch.groups()), wide_per_sm)
+    # The wider bound and the batch clause name the same weights.
+    assert (rule.wide_bits, rule.wide_k_min) == (wide_bits, wide_k_min), rule
+    return rule
 
 
 def _takes_qmv(k: int, n: int, bits: int, m: int, b: int, rule: Rule) -> bool:
@@ -295,6 +306,14 @@ def _controls(rule: Rule) -> list[Rule]:
             rule._replace(wide_k_min=rule.k_min)]
 
 
+def _bound_controls(rule: Rule) -> list[Rule]:
+    """The bound on N * M * B raised one step: 8-bit weights to the 4-bit
+    bound, the 4-bit bound half as large again, and the 4-bit bound from
+    K = 2048 (each must route a product that was slower on qmv)."""
+    return [rule._replace(per_sm=rule.wide_per_sm), rule._replace(wide_per_sm=rule.wide_per_sm * 3 // 2),
+            rule._replace(wide_k_min=rule.k_min)]
+
+
 def test_upstream_route_takes_qmv_for_broadcast_batches_where_the_h200_run_found_it_faster() -> None:
     """Session 26's run (8 to 16 vectors on 15 shapes, one batch or 2 to 16
     broadcast batches, qmm_sm80 launched per batch as MLX launches it): every
@@ -303,7 +322,7 @@ def test_upstream_route_takes_qmv_for_broadcast_batches_where_the_h200_run_found
     text, _ = _route_patch()
     added = "\n".join(ln[1:] for ln in text.splitlines() if ln.startswith("+"))
     rule = _rule(added)
-    assert rule == Rule(512, 2048, 2, 4, 4, 4096), rule
+    assert rule == Rule(512, 2048, 2, 4, 4, 4096, 768), rule
     products = _batched_products()
     assert len(products) >= 700 and {p[5] for p in products} >= {1, 2, 4, 8, 16}
     routed = [p for p in products if _takes_qmv(p[0], p[1], p[3], p[4], p[5], rule)]
@@ -388,6 +407,11 @@ def test_route_check_predicts_the_patch_s_rule_and_judges_by_the_rows() -> None:
     assert rc.takes_qmv("upstream", 16, 4096, 4096, 8, 132)
     assert not rc.takes_qmv("upstream", 8, 14336, 4096, 4, 132)
     assert not rc.takes_qmv("upstream", 8, 4096, 1024, 4, 132)  # K below 2048
+    # 4-bit weights from K = 4096 up to 768 per multiprocessor: 8192 x 12 = 98304 <= 768 x 132.
+    assert rc.takes_qmv("upstream", 12, 8192, 4096, 4, 132)
+    assert not rc.takes_qmv("upstream", 12, 8192, 4096, 8, 132)
+    assert not rc.takes_qmv("upstream", 12, 8192, 2048, 4, 132)
+    assert not rc.takes_qmv("upstream", 16, 8192, 4096, 4, 132)  # 131072 > 768 x 132
     assert rc.takes_qmv("upstream", 7, 28672, 4096, 8, 132)  # below 8: always qmv
     assert rc.takes_qmv("overlay", 16, 28672, 4096, 8, 132)
     assert not rc.takes_qmv("stock", 8, 1024, 4096, 4, 132)
