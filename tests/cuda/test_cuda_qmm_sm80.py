@@ -246,10 +246,9 @@ def test_upstream_route_takes_qmv_only_where_the_h200_run_found_it_faster() -> N
     rule = _rule(added)
     routed = _routed(rule)
     assert len(routed) >= 90
-    # Past 512 per multiprocessor: 4-bit products with K >= 4096 alone.
-    wide = [r for r in routed if _takes_qmv(*(int(v) for v in r[0].split("x")), r[2], r[3], 1, rule)
-            and not _takes_qmv(*(int(v) for v in r[0].split("x")), r[2], r[3], 1,
-                               rule._replace(wide_per_sm=rule.per_sm))]
+    # Those past 512 per multiprocessor: 4-bit products with K >= 4096 alone.
+    within_512 = _routed(rule._replace(wide_per_sm=rule.per_sm))
+    wide = [r for r in routed if r not in within_512]
     assert len(wide) >= 12 and {r[2] for r in wide} == {4}
     slower = [r for r in routed if r[4] >= r[5]]
     assert not slower, slower
