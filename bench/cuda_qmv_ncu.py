@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Summary of an Nsight Compute CSV written by cuda_qmv_device.sh --ncu
 (`ncu --page details --csv` plus the per-reason stall metrics): per kernel
-launch the duration, registers, occupancy, executed instructions, issue rate
-and the stall reasons (cycles per issued instruction) above 0.1.
+launch the duration, registers, occupancy, executed instructions, issue rate,
+the pipes' use where profiled (sm__inst_executed_pipe_*) and the stall
+reasons (cycles per issued instruction) above 0.1.
 
 Usage: python3 bench/cuda_qmv_ncu.py NCU_CSV
 """
@@ -56,6 +57,10 @@ def main(argv: list[str]) -> int:
                 x = float(v.replace(",", ""))
                 if x > 0.1:
                     stalls.append((x, name.split("stalled_")[1].replace("_per_issue_active.ratio", "")))
+        pipes = [(name.split("pipe_")[1].split(".")[0], float(v.replace(",", "")))
+                 for name, v in m.items() if name.startswith("sm__inst_executed_pipe_")]
+        if pipes:
+            print("  pipes (% of peak, active): " + ", ".join(f"{p} {x:.0f}" for p, x in pipes))
         stalls.sort(reverse=True)
         print("  stalls (cycles per issued instruction): "
               + ", ".join(f"{n} {x:.2f}" for x, n in stalls))

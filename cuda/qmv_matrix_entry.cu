@@ -229,7 +229,7 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
       // a->tail sets it; also where the dispatch leaves the product to
       // qmv_kernel (few short rows), so that the ring is checked there too.
       int vecs = a->broadcast_w ? a->m * a->l : a->m;
-      cu::dispatch_streamed_tile<cute::sizeof_bits_v<Q>>(
+      cu::dispatch_streamed_tile<cute::sizeof_bits_v<Q>, T>(
           vecs, a->n, [&](auto warps, auto rows, auto vecs, auto stages) {
             int full_blocks = qmv_full_blocks(*a, warps.value * rows.value);
             cu::launch_qmv_streamed<

@@ -276,16 +276,16 @@ def test_tail_report_sets_the_split_against_whole_blocks(tmp_path: Path) -> None
 def kernel_dispatch(qmv_cu: str) -> list[tuple[str, list[tuple[str, tuple[int, ...]]]]]:
     """dispatch_streamed_tile of a qmv.cu, read back: per `if constexpr`
     branch on bits (in order, the last `else` as "True"), its chain of
-    (condition on m, n and few_rows, (W, R, V, S)), with the definition of
+    (condition on m, n, few_rows and sizeof(T), (W, R, V, S)), with the definition of
     few_rows substituted."""
     start = qmv_cu.index("void dispatch_streamed_tile(int m, int n, F&& f) {")
     body = qmv_cu[start : qmv_cu.index("\n}\n", start)]
     few_rows = re.search(r"bool few_rows = (.*?);", body, re.S)
     assert few_rows, "dispatch_streamed_tile defines no few_rows"
-    branch = re.compile(r"(?:if constexpr \((.*?)\) \{|\n  \} else \{)")
+    branch = re.compile(r"(?:if constexpr \((bits.*?)\) \{|\n  \} else \{)")
     parts = branch.split(body[body.index("if constexpr") :])
     step = re.compile(
-        r"(?:if \((.*?)\)|else)\s*\{\s*tile\.template operator\(\)<([\d, ]+)>\(\);",
+        r"(?:if (?:constexpr )?\((.*?)\)|else)\s*\{\s*tile\.template operator\(\)<([\d, ]+)>\(\);",
         re.S,
     )
     chains = []
@@ -302,8 +302,9 @@ def kernel_dispatch(qmv_cu: str) -> list[tuple[str, list[tuple[str, tuple[int, .
 
 
 def c_eval(cond: str, names: dict[str, int]) -> bool:
-    """A C++ condition of the dispatch (&&, ||, comparisons) evaluated."""
-    return bool(eval(cond.replace("&&", " and ").replace("||", " or "), {}, names))
+    """A C++ condition of the dispatch (&&, ||, comparisons) evaluated;
+    `sizeof(T)` is 2, the harness's bfloat16 and float16."""
+    return bool(eval(cond.replace("&&", " and ").replace("||", " or "), {"sizeof": lambda _: 2, "T": None}, names))
 
 
 def test_report_says_how_to_call_it_and_names_a_folder_without_a_run(tmp_path: Path) -> None:
