@@ -727,6 +727,10 @@ int main(int argc, char** argv) {
   }
   g_csv = fopen((outdir + "/cuda_qmv_timing.csv").c_str(), "w");
   g_log = fopen((outdir + "/cuda_qmv_log.txt").c_str(), "w");
+  if (!g_csv || !g_log) {
+    fprintf(stderr, "qmv_bench: cannot write to %s\n", outdir.c_str());
+    return 2;
+  }
   fprintf(g_csv, "shape,dtype,bits,impl,R,V,G,D,M,us,GBps,stock_m1_us\n");
 
   cudaDeviceProp prop;

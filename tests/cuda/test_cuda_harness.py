@@ -645,6 +645,21 @@ def test_harness_compiles_host_side(harness_build: Path) -> None:
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.parametrize("tool, args", [("qmv_bench", ["--quick"]), ("qmv_matrix", ["--no-time"])])
+def test_harness_names_an_output_folder_it_cannot_write(harness_build: Path, tmp_path: Path,
+                                                        tool: str, args: list[str]) -> None:
+    """An --out folder that does not exist is a one-line error naming it
+    (exit 2), checked before any CUDA call, so it shows without a GPU (in
+    session 31 qmv_bench --quick segfaulted on one)."""
+    missing = tmp_path / "no-such-folder"
+    run = subprocess.run([str(harness_build / tool), *args, "--out", str(missing)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, (run.returncode, run.stderr[-2000:])
+    assert run.stderr.strip() == f"{tool}: cannot write to {missing}"
+
+
+@pytest.mark.integration
+@pytest.mark.slow
 def test_streamed_dispatch_takes_w_rows_8_bytes_off_16(harness_build: Path) -> None:
     """Rows of 3- and 5-bit weights at K = 64 x an odd number (gpt-oss's
     2880, SmolLM2's 960 and 576) are 8 bytes past a multiple of 16 long, so
