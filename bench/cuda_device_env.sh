@@ -23,6 +23,17 @@ ncu_stall_metrics() {
   echo "${m#,}"
 }
 
+# ncu_pipe_metrics: the --metrics list of the instructions issued to the
+# FMA-heavy, FMA-lite, ALU, LSU and uniform pipes (% of peak while active),
+# comma-separated; bench/cuda_qmv_ncu.py prints them as "pipes".
+ncu_pipe_metrics() {
+  local m="" p
+  for p in fmaheavy fmalite alu lsu uniform; do
+    m="$m,sm__inst_executed_pipe_${p}.avg.pct_of_peak_sustained_active"
+  done
+  echo "${m#,}"
+}
+
 # begin_run C OUT: for a device script's first two arguments, sets C and
 # O, makes OUT, records the environment there and sets status=0.
 begin_run() {

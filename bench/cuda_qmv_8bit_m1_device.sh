@@ -16,14 +16,9 @@ record_env "$OUT"
 ncu --version | tail -1 | tee -a "$OUT/env.txt"
 SPECS="0,8,4096,14336 1,8,4096,14336 0,8,14336,4096 1,8,14336,4096"
 C=${CONFIGS:-2,4,1,8,1}
-M=$(ncu_stall_metrics)
 # Pipe utilization (the heavy and lite FMA pipes, ALU) beside the sections
 # the earlier profiles read.
-M="$M,sm__inst_executed_pipe_fmaheavy.avg.pct_of_peak_sustained_active"
-M="$M,sm__inst_executed_pipe_fmalite.avg.pct_of_peak_sustained_active"
-M="$M,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active"
-M="$M,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"
-M="$M,sm__inst_executed_pipe_uniform.avg.pct_of_peak_sustained_active"
+M="$(ncu_stall_metrics),$(ncu_pipe_metrics)"
 RUNS=""
 for s in $SPECS; do RUNS="$RUNS $BIN --profile $s $C;"; done
 ncu --clock-control none --target-processes all -k regex:qmv \

@@ -21,10 +21,7 @@ BIN=$(realpath "$C")/qmv_bench
 ncu --version | tail -1 | tee -a "$O/env.txt"
 SHAPE=4096,14336
 SPECS="0,0,0,0,4 0,0,0,0,8 0,0,0,0,12 0,0,0,0,16 sm80,8 sm80,12 sm80,16"
-M=$(ncu_stall_metrics)
-for p in fmaheavy fmalite alu lsu uniform; do
-  M="$M,sm__inst_executed_pipe_$p.avg.pct_of_peak_sustained_active"
-done
+M="$(ncu_stall_metrics),$(ncu_pipe_metrics)"
 for d in 0 1; do
   for b in 4 8; do
     # shellcheck disable=SC2086

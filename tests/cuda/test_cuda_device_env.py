@@ -105,3 +105,20 @@ def test_pack_out_keeps_a_device_call_s_files_within_what_comes_back(tmp_path: P
         (few / f"f{i}").write_text("x")
     assert _run(f'pack_out "{few}"', tmp_path / "site").stdout == ""
     assert len(list(few.iterdir())) == 8
+
+
+def test_pipe_metrics_are_listed_once_and_used_by_every_profiling_script(tmp_path: Path) -> None:
+    """The pipes the profiles read: one list, in the helpers, that each
+    profiling script takes (none spells a pipe metric itself)."""
+    run = _run("ncu_pipe_metrics", tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().split(",") == [
+        f"sm__inst_executed_pipe_{p}.avg.pct_of_peak_sustained_active"
+        for p in ("fmaheavy", "fmalite", "alu", "lsu", "uniform")]
+    scripts = {p.relative_to(ROOT).as_posix(): p.read_text() for p in (ROOT / "bench").rglob("*.sh") if p != ENV_SH}
+    assert not [n for n, t in scripts.items() if "sm__inst_executed_pipe" in t or "for p in fmaheavy" in t]
+    users = {n for n, t in scripts.items() if "$(ncu_pipe_metrics)" in t}
+    assert users == {"bench/cuda_qmv_8bit_m1_device.sh", "bench/cuda_qmv_open_cells_device.sh",
+                     "bench/experiments/cuda_float_x/ncu_device.sh"}
+    for name in users:
+        assert "cuda_device_env.sh\"" in scripts[name].split("ncu_pipe_metrics")[0], name

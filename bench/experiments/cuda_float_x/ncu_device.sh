@@ -13,10 +13,7 @@ B0=$1; B1=$2
 . "$(dirname "$0")/../../cuda_device_env.sh"
 begin_run "$B0" "$3"
 ncu --version | tail -1 | tee -a "$O/env.txt"
-M=$(ncu_stall_metrics)
-for p in fmaheavy fmalite alu lsu uniform; do
-  M="$M,sm__inst_executed_pipe_$p.avg.pct_of_peak_sustained_active"
-done
+M="$(ncu_stall_metrics),$(ncu_pipe_metrics)"
 M="$M,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"
 M="$M,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"
 M="$M,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
