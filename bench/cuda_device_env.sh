@@ -85,6 +85,23 @@ time_dispatch() {
     0,0,0,0,16 > /dev/null 2>> "$2/stderr.txt"
 }
 
+# time_in_turn PREFIX SPEC CONFIGS BUILD...: the qmv_bench of each BUILD (a
+# folder) times CONFIGS ("W,R,V,D,M ...") on SPEC (DTYPE,BITS,K,N), the builds
+# in turn, into PREFIX0, PREFIX1, ... (cuda_qmv_time.csv, log.txt); non-zero
+# if one of them failed.
+time_in_turn() {
+  local prefix=$1 spec=$2 configs=$3 rc=0 i=0 b
+  shift 3
+  for b in "$@"; do
+    mkdir -p "$prefix$i"
+    # shellcheck disable=SC2086
+    "$b/qmv_bench" --out "$prefix$i" --time "$spec" $configs \
+      >> "$prefix$i/log.txt" 2>&1 || rc=1
+    i=$((i + 1))
+  done
+  return $rc
+}
+
 # nvidia_site: the folder of the machine's nvidia pip packages (cuDNN,
 # cuBLAS, NCCL: the H200 has them as packages, not in the system).
 nvidia_site() {

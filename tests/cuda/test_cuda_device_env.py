@@ -122,3 +122,27 @@ def test_pipe_metrics_are_listed_once_and_used_by_every_profiling_script(tmp_pat
                      "bench/experiments/cuda_float_x/ncu_device.sh"}
     for name in users:
         assert "cuda_device_env.sh\"" in scripts[name].split("ncu_pipe_metrics")[0], name
+
+
+def test_time_in_turn_times_each_build_into_its_own_folder(tmp_path: Path) -> None:
+    """Each build's qmv_bench gets the same --time arguments, in turn, with
+    its rows in PREFIXi; one that fails makes the helper fail, not stop."""
+    builds = []
+    for i, rc in enumerate((0, 3)):
+        b = tmp_path / f"build{i}"
+        b.mkdir()
+        (b / "qmv_bench").write_text(
+            "#!/bin/sh\n"
+            f'echo "build{i} $*"\n'
+            'echo "shape,us" >> "$2/cuda_qmv_time.csv"\n'
+            f"exit {rc}\n")
+        (b / "qmv_bench").chmod(0o755)
+        builds.append(str(b))
+    prefix = tmp_path / "out" / "b"
+    run = _run(f'time_in_turn "{prefix}" 0,8,4096,14336 "4,2,8,6,8 sm80,8" {" ".join(builds)}; echo "rc $?"',
+               tmp_path / "site")
+    assert run.stdout.strip() == "rc 1", run.stderr
+    for i in range(2):
+        log = (tmp_path / "out" / f"b{i}" / "log.txt").read_text()
+        assert log == f"build{i} --out {prefix}{i} --time 0,8,4096,14336 4,2,8,6,8 sm80,8\n"
+        assert (tmp_path / "out" / f"b{i}" / "cuda_qmv_time.csv").read_text() == "shape,us\n"

@@ -27,13 +27,7 @@ done
 for rep in 1 2; do
   for s in 4096,14336 14336,4096 4096,4096; do
     for d in 0 1; do
-      for i in 0 1; do
-        b=$B0; [ "$i" = 1 ] && b=$B1
-        mkdir -p "$O/b$i"
-        # shellcheck disable=SC2086
-        "$b/qmv_bench" --out "$O/b$i" --time "$d,8,$s" $configs \
-          >> "$O/b$i/log.txt" 2>&1 || status=1
-      done
+      time_in_turn "$O/b" "$d,8,$s" "$configs" "$B0" "$B1" || status=1
     done
   done
 done

@@ -26,13 +26,7 @@ for m in 4 8 12 16; do
 done
 for rep in 1 2; do
   for d in 0 1; do
-    for i in 0 1; do
-      b=$B0; [ "$i" = 1 ] && b=$B1
-      mkdir -p "$O/c$i"
-      # shellcheck disable=SC2086
-      "$b/qmv_bench" --out "$O/c$i" --time "$d,8,4096,14336" $configs \
-        >> "$O/c$i/log.txt" 2>&1 || status=1
-    done
+    time_in_turn "$O/c" "$d,8,4096,14336" "$configs" "$B0" "$B1" || status=1
   done
 done
 for bits in 4 8; do
