@@ -102,6 +102,31 @@ time_in_turn() {
   return $rc
 }
 
+# configs_at "CONFIGS" "MS": each of CONFIGS ("W,R,V,D ...", 0,0,0,0 for the
+# dispatch) at each of MS, with qmm_sm80 at each: qmv_bench --time's list.
+configs_at() {
+  local out="" m c
+  for m in $2; do
+    for c in $1; do out="$out $c,$m"; done
+    out="$out sm80,$m"
+  done
+  echo "${out# }"
+}
+
+# time_shapes_in_turn PREFIX BITS "SHAPES" CONFIGS BUILD...: time_in_turn of
+# CONFIGS on each of SHAPES ("K,N ..."), bfloat16 then float16; non-zero if
+# one of them failed.
+time_shapes_in_turn() {
+  local prefix=$1 bits=$2 shapes=$3 configs=$4 rc=0 s d
+  shift 4
+  for s in $shapes; do
+    for d in 0 1; do
+      time_in_turn "$prefix" "$d,$bits,$s" "$configs" "$@" || rc=1
+    done
+  done
+  return $rc
+}
+
 # nvidia_site: the folder of the machine's nvidia pip packages (cuDNN,
 # cuBLAS, NCCL: the H200 has them as packages, not in the system).
 nvidia_site() {

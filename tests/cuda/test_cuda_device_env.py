@@ -146,3 +146,20 @@ def test_time_in_turn_times_each_build_into_its_own_folder(tmp_path: Path) -> No
         log = (tmp_path / "out" / f"b{i}" / "log.txt").read_text()
         assert log == f"build{i} --out {prefix}{i} --time 0,8,4096,14336 4,2,8,6,8 sm80,8\n"
         assert (tmp_path / "out" / f"b{i}" / "cuda_qmv_time.csv").read_text() == "shape,us\n"
+
+
+def test_configs_at_lists_each_configuration_and_qmm_sm80_at_each_m(tmp_path: Path) -> None:
+    run = _run('configs_at "4,2,8,6 0,0,0,0" "4 8"', tmp_path)
+    assert run.stdout == "4,2,8,6,4 0,0,0,0,4 sm80,4 4,2,8,6,8 0,0,0,0,8 sm80,8\n"
+
+
+def test_time_shapes_in_turn_times_every_shape_in_both_types(tmp_path: Path) -> None:
+    b = tmp_path / "build"
+    b.mkdir()
+    (b / "qmv_bench").write_text('#!/bin/sh\necho "$4"\n')
+    (b / "qmv_bench").chmod(0o755)
+    run = _run(f'time_shapes_in_turn "{tmp_path}/o/b" 8 "4096,14336 14336,4096" "sm80,8" "{b}"; echo "rc $?"',
+               tmp_path / "site")
+    assert run.stdout == "rc 0\n", run.stderr
+    assert (tmp_path / "o" / "b0" / "log.txt").read_text().split() == [
+        "0,8,4096,14336", "1,8,4096,14336", "0,8,14336,4096", "1,8,14336,4096"]

@@ -17,19 +17,9 @@ B0=$1; B1=$2; O=$3
 . "$(dirname "$0")/../../cuda_device_env.sh"
 record_env "$O"
 status=0
-configs=""
-for m in 4 8 12 16; do
-  for c in 4,2,8,3 4,2,8,4 4,2,8,5 4,2,8,6 2,4,4,4 2,4,4,6 4,4,4,6 0,0,0,0; do
-    configs="$configs $c,$m"
-  done
-  configs="$configs sm80,$m"
-done
+configs=$(configs_at "4,2,8,3 4,2,8,4 4,2,8,5 4,2,8,6 2,4,4,4 2,4,4,6 4,4,4,6 0,0,0,0" "4 8 12 16")
 for rep in 1 2; do
-  for s in 4096,14336 14336,4096 4096,4096; do
-    for d in 0 1; do
-      time_in_turn "$O/b" "$d,8,$s" "$configs" "$B0" "$B1" || status=1
-    done
-  done
+  time_shapes_in_turn "$O/b" 8 "4096,14336 14336,4096 4096,4096" "$configs" "$B0" "$B1" || status=1
 done
 mkdir -p "$O/quick" "$O/ragged"
 "$B1/qmv_bench" --quick --bits 8 --out "$O/quick" > "$O/quick/stdout.txt" 2>&1 || status=1

@@ -18,16 +18,10 @@ H=$(dirname "$0")/../..
 record_env "$O"
 status=0
 bash "$H/cuda_qmv_ab_device.sh" "$O/ab" "$B0" "$B1" > /dev/null 2>&1 || status=1
-tail -n +1 "$O/ab/report.txt" | head -200
-configs=""
-for m in 4 8 12 16; do
-  for c in 4,2,8,3 4,2,8,6 2,4,4,6 0,0,0,0; do configs="$configs $c,$m"; done
-  configs="$configs sm80,$m"
-done
+head -200 "$O/ab/report.txt"
+configs=$(configs_at "4,2,8,3 4,2,8,6 2,4,4,6 0,0,0,0" "4 8 12 16")
 for rep in 1 2; do
-  for d in 0 1; do
-    time_in_turn "$O/c" "$d,8,4096,14336" "$configs" "$B0" "$B1" || status=1
-  done
+  time_shapes_in_turn "$O/c" 8 "4096,14336" "$configs" "$B0" "$B1" || status=1
 done
 for bits in 4 8; do
   mkdir -p "$O/quick$bits"

@@ -15,19 +15,9 @@ H=$(dirname "$0")/../..
 . "$H/cuda_device_env.sh"
 record_env "$O"
 status=0
-configs=""
-for m in 4 8 12 16; do
-  for c in 3,2,8,3 3,2,8,4 3,2,8,6 4,2,8,3 4,2,8,6 3,4,4,6 2,4,4,6 0,0,0,0; do
-    configs="$configs $c,$m"
-  done
-  configs="$configs sm80,$m"
-done
+configs=$(configs_at "3,2,8,3 3,2,8,4 3,2,8,6 4,2,8,3 4,2,8,6 3,4,4,6 2,4,4,6 0,0,0,0" "4 8 12 16")
 for rep in 1 2; do
-  for s in 4096,14336 14336,4096 4096,4096; do
-    for d in 0 1; do
-      time_in_turn "$O/b" "$d,8,$s" "$configs" "$B" || status=1
-    done
-  done
+  time_shapes_in_turn "$O/b" 8 "4096,14336 14336,4096 4096,4096" "$configs" "$B" || status=1
 done
 mkdir -p "$O/quick"
 "$B/qmv_bench" --quick --bits 8 --out "$O/quick" > "$O/quick/stdout.txt" 2>&1 || status=1
