@@ -76,6 +76,49 @@ odd_scales_parity() {
   return $rc
 }
 
+# harness_parity OUT BUILD "BITS": the parity runs of BUILD (a folder holding
+# qmv_bench and qmv_matrix), every row against stock M = 1 with the negative
+# controls: qmv_bench --quick at each of BITS (OUT/quickB), the ragged sweep
+# (OUT/ragged) and the configuration matrix (OUT/matrix); prints their
+# verdicts; non-zero if one of them failed.
+harness_parity() {
+  local o=$1 b=$2 bits rc=0
+  for bits in $3; do
+    mkdir -p "$o/quick$bits"
+    "$b/qmv_bench" --quick --bits "$bits" --out "$o/quick$bits" \
+      > "$o/quick$bits/stdout.txt" 2>&1 || rc=1
+    grep -E "PARITY|MISMATCH" "$o/quick$bits/stdout.txt" | head -5
+  done
+  mkdir -p "$o/ragged"
+  "$b/qmv_bench" --quick --ragged --out "$o/ragged" > "$o/ragged/stdout.txt" 2>&1 || rc=1
+  grep -E "PARITY|MISMATCH" "$o/ragged/stdout.txt" | tail -2
+  bash "$(dirname "${BASH_SOURCE[0]}")/cuda_qmv_matrix_device.sh" "$b" "$o/matrix" --no-time || rc=1
+  return $rc
+}
+
+# time_8bit_rings PREFIX BUILD...: the 8-bit rings of 8 and 4 vectors
+# ((4, 2, 8, 3), (4, 2, 8, 6), (2, 4, 4, 6)), the dispatch and qmm_sm80 at
+# M = 4, 8, 12, 16 on 4096 x 14336, bfloat16 and float16, the builds in turn,
+# twice (time_shapes_in_turn); non-zero if one of them failed.
+time_8bit_rings() {
+  local prefix=$1 configs rep rc=0
+  shift
+  configs=$(configs_at "4,2,8,3 4,2,8,6 2,4,4,6 0,0,0,0" "4 8 12 16")
+  for rep in 1 2; do
+    time_shapes_in_turn "$prefix" 8 "4096,14336" "$configs" "$@" || rc=1
+  done
+  return $rc
+}
+
+# bench_with_env DIR BUILD NAME=VALUE: makes DIR a build folder whose
+# qmv_bench runs BUILD's with NAME=VALUE in its environment (a build timed
+# under several settings of an experiment's switch, as builds of their own).
+bench_with_env() {
+  mkdir -p "$1"
+  printf '#!/bin/sh\nexport %s\nexec "%s/qmv_bench" "$@"\n' "$3" "$(realpath "$2")" > "$1/qmv_bench"
+  chmod +x "$1/qmv_bench"
+}
+
 # time_dispatch BENCH DIR DTYPE,BITS,K,N: BENCH (a qmv_bench) times the
 # dispatch at M = 1, 2, 4, 8 and 16, stock beside, into
 # DIR/cuda_qmv_time.csv (its stderr appended to DIR/stderr.txt).

@@ -153,13 +153,68 @@ def test_configs_at_lists_each_configuration_and_qmm_sm80_at_each_m(tmp_path: Pa
     assert run.stdout == "4,2,8,6,4 0,0,0,0,4 sm80,4 4,2,8,6,8 0,0,0,0,8 sm80,8\n"
 
 
+def _bench(folder: Path, script: str) -> Path:
+    """A build folder whose qmv_bench is the shell script `script`."""
+    folder.mkdir(parents=True)
+    (folder / "qmv_bench").write_text("#!/bin/sh\n" + script)
+    (folder / "qmv_bench").chmod(0o755)
+    return folder
+
+
 def test_time_shapes_in_turn_times_every_shape_in_both_types(tmp_path: Path) -> None:
-    b = tmp_path / "build"
-    b.mkdir()
-    (b / "qmv_bench").write_text('#!/bin/sh\necho "$4"\n')
-    (b / "qmv_bench").chmod(0o755)
+    b = _bench(tmp_path / "build", 'echo "$4"\n')
     run = _run(f'time_shapes_in_turn "{tmp_path}/o/b" 8 "4096,14336 14336,4096" "sm80,8" "{b}"; echo "rc $?"',
                tmp_path / "site")
     assert run.stdout == "rc 0\n", run.stderr
     assert (tmp_path / "o" / "b0" / "log.txt").read_text().split() == [
         "0,8,4096,14336", "1,8,4096,14336", "0,8,14336,4096", "1,8,14336,4096"]
+
+
+def _fake_build(folder: Path, bench_rc: int = 0) -> Path:
+    """A build folder whose qmv_bench and qmv_matrix echo their arguments as
+    verdict lines; qmv_bench exits bench_rc on the ragged sweep."""
+    folder.mkdir(parents=True)
+    (folder / "qmv_bench").write_text(
+        "#!/bin/sh\n"
+        'echo "PARITY OK: $*"\n'
+        f'case "$*" in *--ragged*) exit {bench_rc};; esac\n')
+    (folder / "qmv_matrix").write_text('#!/bin/sh\necho "MATRIX PARITY OK: $*"\n')
+    for name in ("qmv_bench", "qmv_matrix"):
+        (folder / name).chmod(0o755)
+    return folder
+
+
+def test_harness_parity_runs_the_quick_widths_the_ragged_sweep_and_the_matrix(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path / "b")
+    out = tmp_path / "o"
+    run = _run(f'harness_parity "{out}" "{build}" "4 8"; echo "rc $?"', tmp_path / "site")
+    assert run.stdout.splitlines()[-1] == "rc 0", run.stderr
+    for bits in (4, 8):
+        assert (out / f"quick{bits}" / "stdout.txt").read_text() == (
+            f"PARITY OK: --quick --bits {bits} --out {out}/quick{bits}\n")
+    assert (out / "ragged" / "stdout.txt").read_text() == f"PARITY OK: --quick --ragged --out {out}/ragged\n"
+    assert (out / "matrix" / "stdout.txt").read_text() == f"MATRIX PARITY OK: --out {out}/matrix --no-time\n"
+    assert "MATRIX PARITY OK" in run.stdout and "--ragged" in run.stdout
+
+
+def test_harness_parity_fails_when_a_run_fails_and_still_runs_the_rest(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path / "b", bench_rc=1)
+    out = tmp_path / "o"
+    run = _run(f'harness_parity "{out}" "{build}" 8; echo "rc $?"', tmp_path / "site")
+    assert run.stdout.splitlines()[-1] == "rc 1", run.stderr
+    assert (out / "matrix" / "stdout.txt").exists()
+
+
+def test_bench_with_env_runs_the_build_s_bench_with_the_setting(tmp_path: Path) -> None:
+    build = _bench(tmp_path / "b", 'echo "mode=$QMV_PERSIST args=$*"\n')
+    run = _run(f'bench_with_env "{tmp_path}/w" "{build}" QMV_PERSIST=2 && "{tmp_path}/w/qmv_bench" --time x y',
+               tmp_path / "site")
+    assert run.stdout == "mode=2 args=--time x y\n", run.stderr
+
+
+def test_time_8bit_rings_times_the_rings_and_qmm_sm80_twice_per_type(tmp_path: Path) -> None:
+    b = _bench(tmp_path / "build", 'echo "$4 $5 ${24} $#"\n')
+    run = _run(f'time_8bit_rings "{tmp_path}/o/c" "{b}"; echo "rc $?"', tmp_path / "site")
+    assert run.stdout == "rc 0\n", run.stderr
+    lines = (tmp_path / "o" / "c0" / "log.txt").read_text().splitlines()
+    assert lines == ["0,8,4096,14336 4,2,8,3,4 sm80,16 24", "1,8,4096,14336 4,2,8,3,4 sm80,16 24"] * 2

@@ -19,18 +19,7 @@ record_env "$O"
 status=0
 bash "$H/cuda_qmv_ab_device.sh" "$O/ab" "$B0" "$B1" > /dev/null 2>&1 || status=1
 head -200 "$O/ab/report.txt"
-configs=$(configs_at "4,2,8,3 4,2,8,6 2,4,4,6 0,0,0,0" "4 8 12 16")
-for rep in 1 2; do
-  time_shapes_in_turn "$O/c" 8 "4096,14336" "$configs" "$B0" "$B1" || status=1
-done
-for bits in 4 8; do
-  mkdir -p "$O/quick$bits"
-  "$B1/qmv_bench" --quick --bits "$bits" --out "$O/quick$bits" > "$O/quick$bits/stdout.txt" 2>&1 || status=1
-  grep -E "PARITY|MISMATCH" "$O/quick$bits/stdout.txt" | head -5
-done
-mkdir -p "$O/ragged"
-"$B1/qmv_bench" --quick --ragged --out "$O/ragged" > "$O/ragged/stdout.txt" 2>&1 || status=1
-grep -E "PARITY|MISMATCH" "$O/ragged/stdout.txt" | tail -2
-bash "$H/cuda_qmv_matrix_device.sh" "$B1" "$O/matrix" --no-time || status=1
+time_8bit_rings "$O/c" "$B0" "$B1" || status=1
+harness_parity "$O" "$B1" "4 8" || status=1
 echo "status $status"
 exit $status

@@ -15,12 +15,9 @@ H=$(dirname "$0")/../..
 record_env "$O"
 status=0
 wrap=$(mktemp -d)
-for w in a0:"$BA":0 m0:"$BM":0 m2:"$BM":2; do
-  name=${w%%:*}; rest=${w#*:}; dir=${rest%:*}; mode=${rest##*:}
-  mkdir -p "$wrap/$name"
-  printf '#!/bin/sh\nQMV_PERSIST=%s exec %s/qmv_bench "$@"\n' "$mode" "$dir" > "$wrap/$name/qmv_bench"
-  chmod +x "$wrap/$name/qmv_bench"
-done
+bench_with_env "$wrap/a0" "$BA" QMV_PERSIST=0
+bench_with_env "$wrap/m0" "$BM" QMV_PERSIST=0
+bench_with_env "$wrap/m2" "$BM" QMV_PERSIST=2
 bash "$H/cuda_qmv_ab_device.sh" "$O/ab" "$B0" "$wrap/a0" "$wrap/m0" "$wrap/m2" > /dev/null 2>&1 || status=1
 mkdir -p "$O/parity/quick8"
 QMV_PERSIST=0 "$BA/qmv_bench" --quick --bits 8 --out "$O/parity/quick8" > "$O/parity/quick8/stdout.txt" 2>&1 || status=1

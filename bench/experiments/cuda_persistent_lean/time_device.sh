@@ -21,24 +21,11 @@ record_env "$O"
 status=0
 wrap=$(mktemp -d)
 for mode in 0 1 2; do
-  mkdir -p "$wrap/m$mode"
-  printf '#!/bin/sh\nQMV_PERSIST=%s exec %s/qmv_bench "$@"\n' "$mode" "$B1" > "$wrap/m$mode/qmv_bench"
-  chmod +x "$wrap/m$mode/qmv_bench"
+  bench_with_env "$wrap/m$mode" "$B1" QMV_PERSIST=$mode
 done
 bash "$H/cuda_qmv_ab_device.sh" "$O/ab" "$B0" "$wrap/m0" "$wrap/m1" "$wrap/m2" > /dev/null 2>&1 || status=1
 export QMV_PERSIST=2
-configs=$(configs_at "4,2,8,3 4,2,8,6 2,4,4,6 0,0,0,0" "4 8 12 16")
-for rep in 1 2; do
-  time_shapes_in_turn "$O/c" 8 "4096,14336" "$configs" "$B0" "$B1" || status=1
-done
-for bits in 4 8; do
-  mkdir -p "$O/parity/quick$bits"
-  "$B1/qmv_bench" --quick --bits "$bits" --out "$O/parity/quick$bits" > "$O/parity/quick$bits/stdout.txt" 2>&1 || status=1
-  grep -E "PARITY|MISMATCH" "$O/parity/quick$bits/stdout.txt" | head -5
-done
-mkdir -p "$O/parity/ragged"
-"$B1/qmv_bench" --quick --ragged --out "$O/parity/ragged" > "$O/parity/ragged/stdout.txt" 2>&1 || status=1
-grep -E "PARITY|MISMATCH" "$O/parity/ragged/stdout.txt" | tail -2
-bash "$H/cuda_qmv_matrix_device.sh" "$B1" "$O/parity/matrix" --no-time || status=1
+time_8bit_rings "$O/c" "$B0" "$B1" || status=1
+harness_parity "$O/parity" "$B1" "4 8" || status=1
 echo "status $status"
 exit $status
