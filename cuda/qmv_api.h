@@ -29,11 +29,17 @@ struct QmvArgs {
   // qmv_streamed at an explicit (W, R, V, D), and patched_qmv_streamed_any):
   // QMV_TAIL_PICKED as MLX picks it, QMV_TAIL_NONE every block at full size,
   // QMV_TAIL_HALF the last half of the row blocks at half size (forced, to
-  // check those blocks on any device).
+  // check those blocks on any device); QMV_TAIL_TURNS (configuration matrix
+  // only) a third as many blocks as row blocks, each taking them in turn.
   int tail;
 };
 
-enum { QMV_TAIL_PICKED = 0, QMV_TAIL_NONE = 1, QMV_TAIL_HALF = 2 };
+enum {
+  QMV_TAIL_PICKED = 0,
+  QMV_TAIL_NONE = 1,
+  QMV_TAIL_HALF = 2,
+  QMV_TAIL_TURNS = 3
+};
 
 // launch_qmv_streamed's full_blocks for a.tail, with rows_per_block rows
 // (warps x rows per warp) in a full-size block.
@@ -91,7 +97,9 @@ int stock_qmv_other_order(const QmvArgs* a);
 // cu::qmv_streamed of the patched build as mlx::core::qmv picks it (-2 where
 // QmvStreamedTraits::takes refuses it: MLX then runs cu::qmv). With a.tail
 // other than QMV_TAIL_PICKED, the ring configuration it would pick wherever
-// the ring's copies apply, also where takes leaves the product to cu::qmv.
+// the ring's copies apply, also where takes leaves the product to cu::qmv;
+// with QMV_TAIL_TURNS -2 also where that configuration cannot take row
+// blocks in turn (cu::qmv_streamed_in_turn, a rest of k, too few tiles).
 int patched_qmv_streamed_any(const QmvArgs* a);
 // QmvStreamedTraits::takes of the patched build (1 or 0; -1: a type the
 // kernels do not take). Host only: it looks at k and the pointers' alignment.

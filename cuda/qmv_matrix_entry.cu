@@ -203,6 +203,60 @@ int stock_qmv_other_order(const QmvArgs* a) {
 
 #else
 
+namespace {
+
+// QMV_TAIL_TURNS: the launch of launch_qmv_streamed with a third as many
+// blocks as row blocks (rounded up), so that each block takes two or three
+// row blocks in turn, also with several rows of blocks (vectors, batches),
+// which MLX's launch never runs in turn. -2 where the configuration cannot.
+template <
+    int W,
+    int R,
+    int V,
+    int D,
+    int G,
+    bool has_bias,
+    typename T,
+    typename Q,
+    typename S>
+int launch_in_turn(
+    const QmvArgs& a,
+    const T* x,
+    const Q* w,
+    const S* s,
+    const T* b,
+    const float* gs,
+    T* out) {
+  using Traits = cu::QmvStreamedTraits<T, Q, S>;
+  constexpr int elems_per_warp = WARP_SIZE * Traits::elems_per_thread;
+  if constexpr (!cu::qmv_streamed_in_turn<T, Q, V>()) {
+    return -2;
+  } else {
+    if (a.k % elems_per_warp != 0 || a.k / elems_per_warp < D - 1) {
+      return -2;
+    }
+    using L = typename Traits::template Layout<W, R, V, D, G, false>;
+    auto* kernel = &cu::qmv_streamed_kernel<
+        W, R, V, D, Traits::elems_per_thread, G, has_bias, false, T, Q, S>;
+    int m = a.m, n = a.n, k = a.k, l = a.l;
+    bool bw = a.broadcast_w;
+    if (bw) {
+      m *= l;
+      l = 1;
+    }
+    int row_blocks = (n + W * R - 1) / (W * R);
+    int full_blocks = row_blocks;
+    dim3 grid((row_blocks + 2) / 3, (m + V - 1) / V, l);
+    void* args[] = {&x, &w, &s, &b, &gs, &out, &m, &n, &k, &bw, &full_blocks};
+    QmvLauncher{a.stream}(
+        reinterpret_cast<void*>(kernel), grid, dim3(WARP_SIZE, W), args,
+        L::bytes);
+    return int(cudaGetLastError());
+  }
+}
+
+} // namespace
+
 int patched_qmv_streamed_any(const QmvArgs* a) {
   return dispatch_any(*a, [&]<typename T, typename Q, typename S, int G>() {
     constexpr bool has_bias = !cutlass::has_negative_zero_v<Q>;
@@ -215,7 +269,7 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
       return -2;
     }
     if (picked ||
-        (taken &&
+        (taken && a->tail != QMV_TAIL_TURNS &&
          Traits::template prefetch<G>(
              x, w, a->m, a->n, a->k, a->l, a->broadcast_w))) {
       cu::qmv_streamed<G, has_bias>(
@@ -225,12 +279,19 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
       return -2;
     } else if constexpr (Traits::template Layout<1, 1, 1, 2, G>::
                              supported_types) {
+      int rc = 0;
       // The ring configuration qmv_streamed picks, with the last wave as
       // a->tail sets it; also where the dispatch leaves the product to
       // qmv_kernel (few short rows), so that the ring is checked there too.
       int vecs = a->broadcast_w ? a->m * a->l : a->m;
       cu::dispatch_streamed_tile<cute::sizeof_bits_v<Q>, T>(
           vecs, a->n, [&](auto warps, auto rows, auto vecs, auto stages) {
+            if (a->tail == QMV_TAIL_TURNS) {
+              rc = launch_in_turn<
+                  warps.value, rows.value, vecs.value, stages.value, G,
+                  has_bias>(*a, x, w, s, b, gs, out);
+              return;
+            }
             int full_blocks = qmv_full_blocks(*a, warps.value * rows.value);
             cu::launch_qmv_streamed<
                 warps.value,
@@ -242,6 +303,9 @@ int patched_qmv_streamed_any(const QmvArgs* a) {
                 x, w, s, b, gs, out, a->m, a->n, a->k, a->l, a->broadcast_w,
                 QmvLauncher{a->stream}, full_blocks);
           });
+      if (rc != 0) {
+        return rc;
+      }
     }
     return int(cudaGetLastError());
   });

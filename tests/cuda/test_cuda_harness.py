@@ -222,10 +222,12 @@ def test_last_wave_runs_half_size_blocks_and_the_harness_checks_both() -> None:
     half = added[added.index("__device__ __noinline__ void qmv_streamed_half_impl(") :]
     half = half[: half.index("\n}\n")]
     assert "rows_per_warp / 2," in half  # out of line: no registers added
+    wave = added[added.index("qmv_streamed_wave(Kernel* kernel") :]
+    wave = wave[: wave.index("\n}\n")]
+    assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in wave
     split = added[added.index("int qmv_streamed_full_blocks(") :]
     split = split[: split.index("\n}\n")]
-    assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in split
-    assert "blocks_per_sm < 2 || row_blocks <= wave || 2 * last > wave" in split
+    assert "wave.blocks_per_sm < 2 || row_blocks <= wave.blocks ||\n      2 * last > wave.blocks" in split
     launch = added[added.index("void launch_qmv_streamed(") :]
     assert "num_blocks.y * num_blocks.z == 1" in launch
     assert "&full};" in launch
@@ -246,6 +248,46 @@ def test_last_wave_runs_half_size_blocks_and_the_harness_checks_both() -> None:
     assert "2,4,4,6,4,0" in configs and "2,4,4,6,4,1" in configs
     # the register kernel (V = 0) has no ring to split
     assert not [c for c in cuda_qmv_report.tail_configs(4, 4096, 14336).split() if c.startswith("2,1,0,")]
+
+
+def test_blocks_take_row_blocks_in_turn_and_the_matrix_forces_it() -> None:
+    """Past four waves of row blocks (or past two with the last wave more
+    than half full) the launch runs one wave of blocks that take the row
+    blocks in turn; the tile loop is split so that only its last stages - 1
+    tiles move the copies on, and float16's 8-bit rings of 8 or more vectors
+    keep one row block per block. The configuration matrix forces blocks in
+    turn on every configuration that can take them, with several rows of
+    blocks too, and counts those launches."""
+    added = streamed_source()
+    trait = added[added.index("constexpr bool qmv_streamed_in_turn() {") :]
+    trait = trait[: trait.index("\n}\n")]
+    assert "cute::sizeof_bits_v<Q> == 8 && V >= 8" in trait
+    assert "cuda::std::is_same_v<T, cutlass::half_t>" in trait
+    impl = added[added.index("void qmv_streamed_impl(") :]
+    impl = impl[: impl.index("\n}\n")]
+    assert "int row_step) {" in impl
+    assert "for (; t < num_tiles - (stages - 1); ++t) {" in impl
+    assert "row0 += row_step;" in impl
+    assert "} while (in_turn && more);" in impl
+    kernel = added[added.index("__global__ void qmv_streamed_kernel(") :]
+    kernel = kernel[: kernel.index("\n}\n")]
+    assert "int row_step = full_blocks > grid_x ? grid_x * rows : n;" in kernel
+    turns = added[added.index("bool qmv_streamed_takes_turns(") :]
+    turns = turns[: turns.index("\n}\n")]
+    assert "row_blocks > 2 * wave.blocks &&" in turns
+    assert "(row_blocks > 4 * wave.blocks || 2 * last > wave.blocks)" in turns
+    launch = added[added.index("void launch_qmv_streamed(") :]
+    launch = launch[: launch.index("\n}\n")]
+    assert "!has_residue_k.value && qmv_streamed_in_turn<T, Q, vecs>();" in launch
+    assert "k / elems_per_warp >= stages - 1 &&" in launch
+    assert launch.count("qmv_streamed_wave(") == 1  # the queries once a launch
+    entry = (ROOT / "cuda" / "qmv_matrix_entry.cu").read_text()
+    assert "if constexpr (!cu::qmv_streamed_in_turn<T, Q, V>()) {" in entry
+    assert "dim3 grid((row_blocks + 2) / 3, (m + V - 1) / V, l);" in entry
+    matrix = (ROOT / "cuda" / "qmv_matrix.cu").read_text()
+    assert matrix.count("QMV_TAIL_TURNS);") == 2  # B = 1 and B = 3
+    assert matrix.count("t.in_turn, t.unsupported") == 1
+    assert matrix.count("odd.in_turn, odd.unsupported") == 1
 
 
 def test_tail_report_sets_the_split_against_whole_blocks(tmp_path: Path) -> None:
