@@ -146,6 +146,13 @@ def streamed_source() -> str:
     return "\n".join(ln[1:] for ln in section.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
 
 
+def definition(source: str, start: str) -> str:
+    """From `start` in source to the end of its definition (the first line
+    that is a closing brace alone)."""
+    text = source[source.index(start) :]
+    return text[: text.index("\n}\n")]
+
+
 def test_patch_touches_the_kernel_and_its_build_only() -> None:
     """qmv.cu, the streamed kernels' header, one source per element type
     that instantiates them, and the CMake list that builds those."""
@@ -214,19 +221,15 @@ def test_last_wave_runs_half_size_blocks_and_the_harness_checks_both() -> None:
     blocks on every instantiated configuration and on the matrix (any
     device), and times each dispatch configuration with and without them."""
     added = streamed_source()
-    kernel = added[added.index("__global__ void qmv_streamed_kernel(") :]
-    kernel = kernel[: kernel.index("\n}\n")]
+    kernel = definition(added, "__global__ void qmv_streamed_kernel(")
     assert "int full_blocks) {" in kernel
     assert "if constexpr (rows_per_warp % 2 == 0) {" in kernel
     assert "qmv_streamed_half_impl<" in kernel
-    half = added[added.index("__device__ __noinline__ void qmv_streamed_half_impl(") :]
-    half = half[: half.index("\n}\n")]
+    half = definition(added, "__device__ __noinline__ void qmv_streamed_half_impl(")
     assert "rows_per_warp / 2," in half  # out of line: no registers added
-    wave = added[added.index("qmv_streamed_wave(Kernel* kernel") :]
-    wave = wave[: wave.index("\n}\n")]
+    wave = definition(added, "qmv_streamed_wave(Kernel* kernel")
     assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in wave
-    split = added[added.index("int qmv_streamed_full_blocks(") :]
-    split = split[: split.index("\n}\n")]
+    split = definition(added, "int qmv_streamed_full_blocks(")
     assert "wave.blocks_per_sm < 2 || row_blocks <= wave.blocks ||\n      2 * last > wave.blocks" in split
     launch = added[added.index("void launch_qmv_streamed(") :]
     assert "num_blocks.y * num_blocks.z == 1" in launch
@@ -259,25 +262,20 @@ def test_blocks_take_row_blocks_in_turn_and_the_matrix_forces_it() -> None:
     turn on every configuration that can take them, with several rows of
     blocks too, and counts those launches."""
     added = streamed_source()
-    trait = added[added.index("constexpr bool qmv_streamed_in_turn() {") :]
-    trait = trait[: trait.index("\n}\n")]
+    trait = definition(added, "constexpr bool qmv_streamed_in_turn() {")
     assert "cute::sizeof_bits_v<Q> == 8 && V >= 8" in trait
     assert "cuda::std::is_same_v<T, cutlass::half_t>" in trait
-    impl = added[added.index("void qmv_streamed_impl(") :]
-    impl = impl[: impl.index("\n}\n")]
+    impl = definition(added, "void qmv_streamed_impl(")
     assert "int row_step) {" in impl
     assert "for (; t < num_tiles - (stages - 1); ++t) {" in impl
     assert "row0 += row_step;" in impl
     assert "} while (in_turn && more);" in impl
-    kernel = added[added.index("__global__ void qmv_streamed_kernel(") :]
-    kernel = kernel[: kernel.index("\n}\n")]
+    kernel = definition(added, "__global__ void qmv_streamed_kernel(")
     assert "int row_step = full_blocks > grid_x ? grid_x * rows : n;" in kernel
-    turns = added[added.index("bool qmv_streamed_takes_turns(") :]
-    turns = turns[: turns.index("\n}\n")]
+    turns = definition(added, "bool qmv_streamed_takes_turns(")
     assert "row_blocks > 2 * wave.blocks &&" in turns
     assert "(row_blocks > 4 * wave.blocks || 2 * last > wave.blocks)" in turns
-    launch = added[added.index("void launch_qmv_streamed(") :]
-    launch = launch[: launch.index("\n}\n")]
+    launch = definition(added, "void launch_qmv_streamed(")
     assert "!has_residue_k.value && qmv_streamed_in_turn<T, Q, vecs>();" in launch
     assert "k / elems_per_warp >= stages - 1 &&" in launch
     assert launch.count("qmv_streamed_wave(") == 1  # the queries once a launch
@@ -560,8 +558,7 @@ def test_matrix_harness_covers_every_type_mlx_dispatches(pinned_checkout: Path) 
     stock = (pinned_checkout / QMV).read_text()
     entry = (ROOT / "cuda" / "qmv_matrix_entry.cu").read_text()
     driver = (ROOT / "cuda" / "qmv_matrix.cu").read_text()
-    quant = stock[stock.index("inline void dispatch_quant_types") :]
-    quant = quant[: quant.index("\n}\n")]
+    quant = definition(stock, "inline void dispatch_quant_types")
     weight_types = set(re.findall(r"operator\(\)<(cutlass::\w+|uint8_t), ([\w:]+), (\w+)>", quant))
     assert len(weight_types) == 9, weight_types  # 3 fp modes + 6 affine widths
     for q, s, _ in weight_types:
