@@ -257,17 +257,23 @@ def test_blocks_take_row_blocks_in_turn_and_the_matrix_forces_it() -> None:
     """Past four waves of row blocks (or past two with the last wave more
     than half full) the launch runs one wave of blocks that take the row
     blocks in turn; the tile loop is split so that only its last stages - 1
-    tiles move the copies on, and float16's 8-bit rings of 8 or more vectors
-    keep one row block per block. The configuration matrix forces blocks in
+    tiles move the copies on; float16's 8-bit rings of 8 or more vectors
+    keep one row block per block, and its 4-bit rings of 2 vectors the one
+    loop that checks every refill. The configuration matrix forces blocks in
     turn on every configuration that can take them, with several rows of
     blocks too, and counts those launches."""
     added = streamed_source()
+    tiles = definition(added, "constexpr QmvStreamedTiles qmv_streamed_tiles() {")
+    assert "if constexpr (cuda::std::is_same_v<T, cutlass::half_t>) {" in tiles
+    assert "if (bits == 4 && V == 2) {\n      return QmvStreamedTiles::checked;" in tiles
+    assert "if (bits == 8 && V >= 8) {\n      return QmvStreamedTiles::split;" in tiles
     trait = definition(added, "constexpr bool qmv_streamed_in_turn() {")
-    assert "cute::sizeof_bits_v<Q> == 8 && V >= 8" in trait
-    assert "cuda::std::is_same_v<T, cutlass::half_t>" in trait
+    assert "qmv_streamed_tiles<T, Q, V>() == QmvStreamedTiles::in_turn" in trait
     impl = definition(added, "void qmv_streamed_impl(")
     assert "int row_step) {" in impl
+    assert "if constexpr (tiles != QmvStreamedTiles::checked) {" in impl
     assert "for (; t < num_tiles - (stages - 1); ++t) {" in impl
+    assert "for (int t = 0; t < num_tiles + (has_residue_k ? 1 : 0); ++t) {" in impl
     assert "row0 += row_step;" in impl
     assert "} while (in_turn && more);" in impl
     kernel = definition(added, "__global__ void qmv_streamed_kernel(")
