@@ -139,9 +139,11 @@ def test_compile_counts_the_8_bit_tile_loop_of_the_patched_dispatch(
     cuda_sass.compile_instance(kernels, instance, obj, pinned_checkout, headers, fmt, nvcc)
     (kernel,) = _sass_or_skip(obj)
     assert kernel.name.startswith("void mlx::core::cu::qmv_streamed_kernel<2, 4, 1, 8, 8, 64, true")
-    # The full-size blocks' loop first, then the half-size blocks' (2 rows).
-    full, half = cuda_sass.loops(kernel)
-    for loop, elems in ((full, 32), (half, 16)):
+    # The full-size blocks' loops first, then the half-size blocks' (2 rows);
+    # each split in two, the tiles that refill the ring from the row block,
+    # then its last stages - 1 tiles, which refill it from the next one.
+    full, full_last, half, half_last = cuda_sass.loops(kernel)
+    for loop, elems in ((full, 32), (full_last, 32), (half, 16), (half_last, 16)):
         ops = loop.opcodes()
         assert (ops["FFMA"], ops["FADD"], ops["PRMT"]) == (elems, elems, elems), ops
         assert ops["HFMA2.BF16_V2"] + ops["HFMA2.MMA.BF16_V2"] == elems, ops
