@@ -17,6 +17,12 @@
 // M = 1, 2, 4, 8, 16 (CUDA graphs over weight sets spanning more than L2, as
 // qmv_bench).
 //
+// --nonfinite: the parity of the whole matrix (no timing) with infinities
+// and NaNs in x (in four of every five vectors: +inf; NaN; +inf and -inf;
+// -inf) and, for affine types, one scale in every seventh row of w set to
+// the largest finite value of the type, so that its group's dequantized
+// weights overflow to infinities: rows of infinities and NaNs, which must
+// come out with stock's bits too.
 // --odd-time: only the part of the parity with scale rows that are not a
 // multiple of 4 bytes (K = 2880, 960, 576 and 2080), then stock and the
 // dispatch timed at M = 1, 2, 4, 8 and 16 on gpt-oss's and SmolLM2's shapes
@@ -24,8 +30,8 @@
 // Sweep (--sweep, a build with -DQMV_MATRIX_SWEEP): explicit configurations
 // of the fp modes, checked and timed (sweep() below).
 //
-// Usage: qmv_matrix [--no-time | --sweep | --odd-only | --odd-time | --takes]
-//        [--out DIR]
+// Usage: qmv_matrix [--no-time | --nonfinite | --sweep | --odd-only |
+//        --odd-time | --takes] [--out DIR]
 #include "qmv_api.h"
 #include "qmv_harness.cuh"
 
@@ -60,6 +66,42 @@ __global__ void fill_codes(uint8_t* p, size_t n, uint32_t seed, int base,
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x)
     p[i] = uint8_t(base + int(hash32(i, seed) % uint32_t(span)));
+}
+
+// Infinities and NaNs in x (vecs vectors of k elements of the dtype):
+// vector i gets, by i % 5, nothing; +inf; NaN; +inf and -inf; -inf, at
+// positions picked by the hash.
+__global__ void poke_x(uint8_t* x, int dtype, int k, int vecs, uint32_t seed) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= vecs) return;
+  // +inf, -inf and NaN of bfloat16, float16 and float32.
+  const uint32_t pos_inf[] = {0x7f80, 0x7c00, 0x7f800000u};
+  const uint32_t neg_inf[] = {0xff80, 0xfc00, 0xff800000u};
+  const uint32_t nan[] = {0x7fc0, 0x7e00, 0x7fc00000u};
+  int tsize = dtype == 2 ? 4 : 2;
+  auto put = [&](int at, const uint32_t* bits) {
+    uint8_t* e = x + (size_t(i) * k + at) * tsize;
+    for (int b = 0; b < tsize; ++b) e[b] = uint8_t(bits[dtype] >> (8 * b));
+  };
+  int a = int(hash32(i, seed) % uint32_t(k));
+  int b = int(hash32(i, seed + 1) % uint32_t(k));
+  switch (i % 5) {
+    case 1: put(a, pos_inf); break;
+    case 2: put(a, nan); break;
+    case 3: put(a, pos_inf); put(b, neg_inf); break;
+    case 4: put(a, neg_inf); break;
+  }
+}
+
+// One scale of every seventh row (of rows rows of groups scales of tsize
+// bytes) set to the largest finite value of the type (bits max_bits).
+__global__ void poke_scales(uint8_t* s, int tsize, int rows, int groups,
+                            uint32_t max_bits, uint32_t seed) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows || r % 7 != 3) return;
+  int g = int(hash32(r, seed) % uint32_t(groups));
+  uint8_t* e = s + (size_t(r) * groups + g) * tsize;
+  for (int b = 0; b < tsize; ++b) e[b] = uint8_t(max_bits >> (8 * b));
 }
 
 static void fill_t(int dtype, void* p, size_t n, uint32_t seed, int kind,
@@ -143,6 +185,19 @@ struct Problem {
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
   }
+  // Infinities and NaNs where --nonfinite puts them (poke_x, poke_scales).
+  void add_nonfinite(uint32_t seed) {
+    int vecs = L * 16;
+    poke_x<<<(vecs + 127) / 128, 128>>>(x, dtype, k, vecs, seed);
+    if (q.mode == QMV_AFFINE) {
+      int rows = L * n;
+      uint32_t max_bits = dtype == 0 ? 0x7f7f : dtype == 1 ? 0x7bff : 0x7f7fffff;
+      poke_scales<<<(rows + 127) / 128, 128>>>(s, tsize, rows, k / q.group,
+                                               max_bits, seed + 3);
+    }
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+  }
   ~Problem() {
     cudaFree(w);
     cudaFree(w_tight);
@@ -195,6 +250,8 @@ struct Tally {
 };
 
 static FILE* g_csv = nullptr;
+// --nonfinite: infinities and NaNs in every problem (Problem::add_nonfinite).
+static bool g_nonfinite = false;
 
 // Parity of one (dtype, type, shape): B = 1 at M = 1..16, B = 3 at M in
 // {1, 2, 3, 5, 16} per batch and broadcast, and the negative control.
@@ -203,6 +260,7 @@ static void parity(int dtype, const QType& q, int n, int k, Tally& t,
   const int L = 3, kMaxM = 16;
   uint32_t seed = 9001 + 131 * dtype + 17 * q.mode + 7 * q.bits + q.group + k;
   Problem p(dtype, q, n, k, L, seed);
+  if (g_nonfinite) p.add_nonfinite(seed + 5);
   size_t row_bytes = size_t(n) * p.tsize;
   size_t out_bytes = size_t(L) * kMaxM * row_bytes;
   uint8_t *ref, *out;
@@ -528,8 +586,10 @@ int main(int argc, char** argv) {
   std::string outdir = ".";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--help")) {
-      printf("usage: qmv_matrix [--no-time | --sweep | --odd-only | "
-             "--odd-time | --takes] [--out DIR]\n"
+      printf("usage: qmv_matrix [--no-time | --nonfinite | --sweep | "
+             "--odd-only | --odd-time | --takes] [--out DIR]\n"
+             "  --nonfinite: the parity with infinities and NaNs in x and "
+             "scales whose groups overflow, no timing\n"
              "  --odd-only: only the part with scale rows that are not a "
              "multiple of 4 bytes, no timing (short enough for "
              "compute-sanitizer)\n"
@@ -539,6 +599,9 @@ int main(int argc, char** argv) {
              "type on a few K (host only)\n");
       return 0;
     } else if (!strcmp(argv[i], "--no-time")) {
+      timing = false;
+    } else if (!strcmp(argv[i], "--nonfinite")) {
+      g_nonfinite = true;
       timing = false;
     } else if (!strcmp(argv[i], "--odd-only")) {
       odd_only = true;
@@ -613,12 +676,13 @@ int main(int argc, char** argv) {
     for (const QType& q : types)
       for (const auto& sh : shapes) parity(dtype, q, sh[0], sh[1], t, st);
   if (!odd_only)
-    logf("MATRIX PARITY %s: %lld streamed launches, %lld rows bitwise equal "
+    logf("MATRIX PARITY%s %s: %lld streamed launches, %lld rows bitwise equal "
          "to stock M=1 (dtypes bf16/fp16/fp32 x %zu types x %zu shapes, M = "
          "1..16 at B = 1, M in {1,2,3,5,16} at B = 3 per batch and "
          "broadcast; %lld launches taking row blocks in turn); %lld launches "
          "not supported (stock runs); negative control detected in %lld of "
          "%lld configurations\n",
+         g_nonfinite ? " (inf and NaN in x, overflowing scales)" : "",
          t.ok ? "OK" : "FAILED", t.launches, t.rows, types.size(), num_shapes,
          t.in_turn, t.unsupported, t.ok ? t.controls : -1LL, t.controls);
   // Rows of scales that are not a multiple of 4 bytes, as real models have
@@ -639,11 +703,12 @@ int main(int argc, char** argv) {
           parity(dtype, q, sh[0], sh[1], odd, st);
           odd_types++;
         }
-  logf("MATRIX PARITY (scale rows not a multiple of 4 bytes) %s: %lld "
+  logf("MATRIX PARITY (scale rows not a multiple of 4 bytes%s) %s: %lld "
        "streamed launches, %lld rows bitwise equal to stock M=1 (%zu "
        "dtype x type x shape, K = 2880, 960, 576, 2080; %lld launches "
        "taking row blocks in turn); %lld launches not supported (stock "
        "runs); negative control detected in %lld of %lld configurations\n",
+       g_nonfinite ? "; inf and NaN in x, overflowing scales" : "",
        odd.ok ? "OK" : "FAILED", odd.launches, odd.rows, odd_types,
        odd.in_turn, odd.unsupported, odd.ok ? odd.controls : -1LL,
        odd.controls);

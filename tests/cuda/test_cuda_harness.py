@@ -690,7 +690,8 @@ def test_harness_compiles_host_side(harness_build: Path) -> None:
 
 @pytest.mark.integration
 @pytest.mark.slow
-@pytest.mark.parametrize("tool, args", [("qmv_bench", ["--quick"]), ("qmv_matrix", ["--no-time"])])
+@pytest.mark.parametrize("tool, args", [("qmv_bench", ["--quick"]), ("qmv_matrix", ["--no-time"]),
+                                        ("qmv_matrix", ["--nonfinite"])])
 def test_harness_names_an_output_folder_it_cannot_write(harness_build: Path, tmp_path: Path,
                                                         tool: str, args: list[str]) -> None:
     """An --out folder that does not exist is a one-line error naming it
