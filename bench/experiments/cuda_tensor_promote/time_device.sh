@@ -14,8 +14,10 @@
 #     matrix; then the matrix with infinities and NaNs (--nonfinite) on B1
 #     and on B0 (the NaN rows that B1 computes again). Every row against
 #     stock M = 1, each with its negative control.
-#  5. Nsight Compute on B1's open cells (bench/cuda_qmv_open_cells_device.sh).
-# Usage: bench/experiments/cuda_tensor_promote/time_device.sh B0 B1 OUT
+#  5. Nsight Compute on B1's open cells (bench/cuda_qmv_open_cells_device.sh;
+#     NCU=0 leaves it out).
+# The exit status is non-zero if any step failed; every step runs.
+# Usage: [NCU=0] bench/experiments/cuda_tensor_promote/time_device.sh B0 B1 OUT
 set -uo pipefail
 B0=$1; B1=$2; O=$3
 H=$(dirname "$0")/../..
@@ -34,6 +36,8 @@ for b in 1 0; do
   "$bin/qmv_matrix" --nonfinite --out "$d" > "$d/stdout.txt" 2>&1 || status=1
   grep -E "MATRIX PARITY|MISMATCH" "$d/stdout.txt" | head -5
 done
-bash "$H/cuda_qmv_open_cells_device.sh" "$B1" "$O/ncu" > "$O/ncu_stdout.txt" 2>&1 || status=1
+if [ "${NCU:-1}" != 0 ]; then
+  bash "$H/cuda_qmv_open_cells_device.sh" "$B1" "$O/ncu" > "$O/ncu_stdout.txt" 2>&1 || status=1
+fi
 echo "status $status"
 exit $status
