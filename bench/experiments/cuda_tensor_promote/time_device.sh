@@ -19,11 +19,11 @@
 # The exit status is non-zero if any step failed; every step runs.
 # Usage: [NCU=0] bench/experiments/cuda_tensor_promote/time_device.sh B0 B1 OUT
 set -uo pipefail
-B0=$1; B1=$2; O=$3
 H=$(dirname "$0")/../..
 . "$H/cuda_device_env.sh"
-record_env "$O"
-status=0
+B0=$1
+begin_run "$2" "$3"
+B1=$C
 "$B1/promote_check" | tee "$O/promote_check.txt" || status=1
 BITS=8 bash "$H/cuda_qmv_ab_device.sh" "$O/ab" "$B0" "$B1" > /dev/null 2>&1 || status=1
 head -150 "$O/ab/report.txt"
