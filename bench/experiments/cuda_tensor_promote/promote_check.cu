@@ -11,6 +11,10 @@
 // contamination promote_mma's caller recomputes. Prints one line per type
 // and exits 1 if a finite value came back other than exactly.
 //
+// Negative control: the same check with B the identity's columns rotated by
+// one (each element of D is its row's neighbour) must report wrong values,
+// or the check could not fail and its verdict does not count (exit 1).
+//
 // Build: nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a
 //        promote_check.cu -o promote_check
 #include <cuda_bf16.h>
@@ -58,11 +62,13 @@ __device__ float exact(uint32_t b) {
   }
 }
 
-template <bool bf16>
+// B is the identity, or for the negative control the identity with its
+// columns rotated by one.
+template <bool bf16, bool rotated>
 __device__ void mma_identity(uint32_t a0, uint32_t a1, float (&d)[4]) {
   int lane = threadIdx.x % 32;
   uint32_t one = bf16 ? 0x3f80 : 0x3c00;
-  int col = lane / 4, row = 2 * (lane % 4);
+  int col = (lane / 4 + (rotated ? 1 : 0)) % 8, row = 2 * (lane % 4);
   uint32_t b = (col == row ? one : 0) | (col == row + 1 ? one << 16 : 0);
   if (bf16) {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 "
@@ -81,7 +87,7 @@ __device__ void mma_identity(uint32_t a0, uint32_t a1, float (&d)[4]) {
 
 // counts: 0 finite checked, 1 finite wrong, 2 -0 as +0, 3 non-finite rows,
 // 4 non-finite rows not all NaN around the special, 5 special not kept.
-template <bool bf16>
+template <bool bf16, bool rotated>
 __global__ void check(unsigned long long* counts, int round) {
   int lane = threadIdx.x % 32;
   int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -116,7 +122,7 @@ __global__ void check(unsigned long long* counts, int round) {
   uint32_t a0 = e[0] | uint32_t(e[1]) << 16;
   uint32_t a1 = e[2] | uint32_t(e[3]) << 16;
   float d[4];
-  mma_identity<bf16>(a0, a1, d);
+  mma_identity<bf16, rotated>(a0, a1, d);
   // Does this element's row hold a non-finite value? The row's 4 lanes.
   bool special[4];
   for (int i = 0; i < 4; ++i) special[i] = !finite_bits<bf16>(e[i]);
@@ -146,24 +152,39 @@ __global__ void check(unsigned long long* counts, int round) {
       continue;
     }
     atomicAdd(&counts[1], 1ull);
-    if (counts[1] < 8)
+    if (!rotated && counts[1] < 8)
       printf("%s: pattern 0x%04x (round %d) came back as 0x%08x, want 0x%08x\n",
              bf16 ? "bf16" : "fp16", e[i], round, got, want);
   }
 }
 
-template <bool bf16>
-int run(const char* name) {
+template <bool bf16, bool rotated>
+int run(const char* name, unsigned long long (&h)[6]) {
   unsigned long long* counts;
   CK(cudaMalloc(&counts, 6 * sizeof(unsigned long long)));
   CK(cudaMemset(counts, 0, 6 * sizeof(unsigned long long)));
   for (int round = 0; round < 16; ++round) {
-    check<bf16><<<2048 / 4, 128>>>(counts, round);
+    check<bf16, rotated><<<2048 / 4, 128>>>(counts, round);
     CK(cudaGetLastError());
   }
-  unsigned long long h[6];
   CK(cudaMemcpy(h, counts, sizeof(h), cudaMemcpyDeviceToHost));
   cudaFree(counts);
+  return 0;
+}
+
+template <bool bf16>
+int run(const char* name) {
+  unsigned long long h[6], control[6];
+  if (run<bf16, true>(name, control) || run<bf16, false>(name, h)) return 2;
+  if (control[1] == 0) {
+    printf("MMA PROMOTE %s FAILED: the negative control (identity rotated "
+           "by a column) was not reported as different\n",
+           name);
+    return 1;
+  }
+  printf("MMA PROMOTE %s negative control: %llu of %llu elements reported "
+         "as different with the identity rotated by a column\n",
+         name, control[1], control[0]);
   bool ok = h[1] == 0 && h[0] > 0;
   printf("MMA PROMOTE %s %s: %llu elements in rows of finite values (every "
          "finite pattern in 16 rounds, 8 columns), %llu not the exact "
