@@ -40,7 +40,7 @@ def _build(folder: Path, speed: int, check_rc: int | None = None) -> Path:
     return folder
 
 
-def _run(tmp_path: Path, check_rc: int) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _run(tmp_path: Path, check_rc: int, *extra: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
     b0 = _build(tmp_path / "b0", 20)
     b1 = _build(tmp_path / "b1", 16, check_rc)
     bin_dir = tmp_path / "bin"
@@ -49,20 +49,21 @@ def _run(tmp_path: Path, check_rc: int) -> tuple[subprocess.CompletedProcess[str
     (bin_dir / "nvidia-smi").chmod(0o755)
     out = tmp_path / "out"
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NCU": "0"}
-    run = subprocess.run(["bash", str(SCRIPT), str(b0), str(b1), str(out)],
+    run = subprocess.run(["bash", str(SCRIPT), str(b0), str(b1), str(out), *map(str, extra)],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     return run, out
 
 
 def test_the_call_checks_the_premise_times_both_builds_and_runs_both_nonfinite_matrices(tmp_path: Path) -> None:
-    run, out = _run(tmp_path, 0)
+    run, out = _run(tmp_path, 0, _build(tmp_path / "b2", 25))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert run.stdout.index("MMA PROMOTE") < run.stdout.index("dispatch us per build")
     assert (out / "promote_check.txt").read_text() == "MMA PROMOTE fp16 checked\n"
-    # The A/B at 8 bits only, B1's dispatch 20 / 16 = 1.25 times as fast.
+    # The A/B at 8 bits only, B1's dispatch 20 / 16 = 1.25 times as fast,
+    # and the further build given after OUT beside them (20 / 25).
     report = (out / "ab" / "report.txt").read_text()
     rows = [r for r in report.splitlines() if "-bit M=" in r]
-    assert rows and all(" 8-bit " in r and "(1.250)" in r for r in rows)
+    assert rows and all(" 8-bit " in r and "(1.250)" in r and "(0.800)" in r for r in rows)
     # The rings beside qmm_sm80, each build in its own folder.
     for i in (0, 1):
         assert "qmm_sm80" in (out / f"c{i}" / "cuda_qmv_time.csv").read_text()

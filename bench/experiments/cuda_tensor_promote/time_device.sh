@@ -6,8 +6,9 @@
 #  1. promote_check: every float16 and bfloat16 pattern through the mma
 #     against the exact conversion (the premise; nothing else is worth
 #     reading if it fails);
-#  2. bench/cuda_qmv_ab_device.sh, 8 bits: B0 and B1 at M = 1, 2, 3, 4, 8,
-#     16 and stock, eight shapes, bfloat16 and float16;
+#  2. bench/cuda_qmv_ab_device.sh, 8 bits: B0, B1 (and the further builds
+#     given after OUT) at M = 1, 2, 3, 4, 8, 16 and stock, eight shapes,
+#     bfloat16 and float16;
 #  3. the 8-bit rings of 8 and 4 vectors and qmm_sm80 at M = 4, 8, 12, 16
 #     on 4096 x 14336, B0 and B1 in turn, twice;
 #  4. B1's parity: --quick --bits 8, the ragged sweep and the configuration
@@ -17,15 +18,16 @@
 #  5. Nsight Compute on B1's open cells (bench/cuda_qmv_open_cells_device.sh;
 #     NCU=0 leaves it out).
 # The exit status is non-zero if any step failed; every step runs.
-# Usage: [NCU=0] bench/experiments/cuda_tensor_promote/time_device.sh B0 B1 OUT
+# Usage: [NCU=0] bench/experiments/cuda_tensor_promote/time_device.sh B0 B1 OUT [B2 ...]
 set -uo pipefail
 H=$(dirname "$0")/../..
 . "$H/cuda_device_env.sh"
 B0=$1
 begin_run "$2" "$3"
 B1=$C
+shift 3
 "$B1/promote_check" | tee "$O/promote_check.txt" || status=1
-BITS=8 bash "$H/cuda_qmv_ab_device.sh" "$O/ab" "$B0" "$B1" > /dev/null 2>&1 || status=1
+BITS=8 bash "$H/cuda_qmv_ab_device.sh" "$O/ab" "$B0" "$B1" "$@" > /dev/null 2>&1 || status=1
 head -150 "$O/ab/report.txt"
 time_8bit_rings "$O/c" "$B0" "$B1" || status=1
 harness_parity "$O" "$B1" "8" || status=1
