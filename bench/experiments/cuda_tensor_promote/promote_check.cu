@@ -182,9 +182,9 @@ int run(const char* name) {
            name);
     return 1;
   }
-  printf("MMA PROMOTE %s negative control: %llu of %llu elements reported "
-         "as different with the identity rotated by a column\n",
-         name, control[1], control[0]);
+  printf("MMA PROMOTE %s negative control: %llu elements reported as "
+         "different with the identity rotated by a column\n",
+         name, control[1]);
   bool ok = h[1] == 0 && h[0] > 0;
   printf("MMA PROMOTE %s %s: %llu elements in rows of finite values (every "
          "finite pattern in 16 rounds, 8 columns), %llu not the exact "
