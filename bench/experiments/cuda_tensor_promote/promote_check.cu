@@ -159,7 +159,7 @@ __global__ void check(unsigned long long* counts, int round) {
 }
 
 template <bool bf16, bool rotated>
-int run(const char* name, unsigned long long (&h)[6]) {
+int run(unsigned long long (&h)[6]) {
   unsigned long long* counts;
   CK(cudaMalloc(&counts, 6 * sizeof(unsigned long long)));
   CK(cudaMemset(counts, 0, 6 * sizeof(unsigned long long)));
@@ -175,7 +175,7 @@ int run(const char* name, unsigned long long (&h)[6]) {
 template <bool bf16>
 int run(const char* name) {
   unsigned long long h[6], control[6];
-  if (run<bf16, true>(name, control) || run<bf16, false>(name, h)) return 2;
+  if (run<bf16, true>(control) || run<bf16, false>(h)) return 2;
   if (control[1] == 0) {
     printf("MMA PROMOTE %s FAILED: the negative control (identity rotated "
            "by a column) was not reported as different\n",
