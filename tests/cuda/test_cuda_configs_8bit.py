@@ -1,0 +1,73 @@
+"""bench/cuda_qmv_configs_8bit_device.sh, every 8-bit ring against the
+dispatch's pick, run here with a stand-in for the harness."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "cuda_qmv_configs_8bit_device.sh"
+
+# qmv_bench --time: the dispatch takes 100 us, qmm_sm80 50, a ring
+# W * 1000 + R * 100 + V * 10 + D (so the fastest is the one with the
+# smallest W, R, V, D in that order); FAIL_AT makes one ring fail.
+BENCH = """#!/bin/bash
+out=$2; spec=$4; shift 4
+IFS=, read -r dt bits k n <<< "$spec"
+f=$out/cuda_qmv_time.csv
+[ -s "$f" ] || echo "shape,dtype,bits,impl,W,R,V,D,M,us,bytes,GBps" > "$f"
+d=$([ "$dt" = 0 ] && echo bf16 || echo fp16)
+rc=0
+for c in "$@"; do
+  IFS=, read -r W R V D M <<< "$c"
+  if [ "$W" = sm80 ]; then echo "${k}x${n},$d,$bits,qmm_sm80,0,0,0,0,$R,50,0,0" >> "$f"; continue; fi
+  if [ "$W" = 0 ]; then echo "${k}x${n},$d,$bits,streamed_auto,0,0,0,0,$M,100,0,0" >> "$f"; continue; fi
+  us=$((W * 1000 + R * 100 + V * 10 + D))
+  [ "$c" = "${FAIL_AT:-}" ] && { us=-1; rc=1; }
+  echo "${k}x${n},$d,$bits,streamed,$W,$R,$V,$D,$M,$us,0,0" >> "$f"
+done
+exit $rc
+"""
+
+
+def _run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    c = tmp_path / "c"
+    c.mkdir()
+    (c / "qmv_bench").write_text(BENCH)
+    (c / "qmv_bench").chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho H200\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    out = tmp_path / "out"
+    run = subprocess.run(["bash", str(SCRIPT), str(c), str(out)], capture_output=True, text=True,
+                         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **env},
+                         cwd=ROOT, timeout=300)
+    # What comes back from the device: at most 8 files.
+    assert len([p for p in out.rglob("*") if p.is_file()]) <= 8
+    return run, (out / "report.txt").read_text()
+
+
+def test_each_product_gets_its_fastest_ring_beside_the_dispatch_and_qmm_sm80(tmp_path: Path) -> None:
+    run, report = _run(tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = report.splitlines()[1:]
+    # Three shapes, two types, four M.
+    assert len(lines) == 24
+    # M = 4 takes rings of 2 and 4 vectors, M = 8 of 2, 4 and 8, M = 16 of
+    # 4, 8 and 16: the smallest W, R, V, D among them.
+    assert "4096x14336 fp16 M= 4:  100.00 |   2,2,4,8 2248.00 (22.480) |   50.00" in lines
+    assert "4096x14336 bf16 M= 8:  100.00 |   2,2,4,8 2248.00 (22.480) |   50.00" in lines
+    assert "4096x4096 fp16 M=16:  100.00 |   2,2,4,8 2248.00 (22.480) |   50.00" in lines
+    # Both passes timed every ring: its median is of two rows.
+    csv = (tmp_path / "out" / "t0" / "cuda_qmv_time.csv").read_text()
+    assert csv.count("4096x14336,fp16,8,streamed,4,1,16,2,16,") == 2
+    assert "4,1,16,2,8," not in csv and "2,4,2,8,12," not in csv
+
+
+def test_a_failed_ring_fails_the_call_and_is_left_out_of_the_report(tmp_path: Path) -> None:
+    run, report = _run(tmp_path, FAIL_AT="2,2,4,8,4")
+    assert run.returncode == 1
+    assert run.stdout.rstrip().endswith("status 1")
+    assert "4096x14336 fp16 M= 4:  100.00 |   2,4,2,8 2428.00 (24.280) |   50.00" in report
