@@ -1,7 +1,7 @@
-"""bench/experiments/cuda_fp16_in_turn/time_device.sh, the one device call
-that measures float16 8-bit blocks of 8 or more vectors taking the row blocks
-in turn, run here with stand-ins for the harness (a wasted device call costs
-minutes of a 30-minute budget)."""
+"""bench/cuda_qmv_experiment_device.sh, the one device call that measures an
+experiment on the streamed kernels against the queue, run here with
+stand-ins for the harness (a wasted device call costs minutes of a 30-minute
+budget)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "bench" / "experiments" / "cuda_fp16_in_turn" / "time_device.sh"
+SCRIPT = ROOT / "bench" / "cuda_qmv_experiment_device.sh"
 
 # qmv_bench: --quick prints a verdict; --time writes a stock row and one row
 # per configuration (the dispatch's time is the build's SPEED, qmm_sm80 50).
@@ -48,7 +48,7 @@ def _build(folder: Path, speed: int, matrix_rc: int = 0) -> Path:
     return folder
 
 
-def _run(tmp_path: Path, matrix_rc: int) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _run(tmp_path: Path, matrix_rc: int, **extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     b0 = _build(tmp_path / "b0", 20)
     b1 = _build(tmp_path / "b1", 16, matrix_rc)
     bin_dir = tmp_path / "bin"
@@ -56,7 +56,7 @@ def _run(tmp_path: Path, matrix_rc: int) -> tuple[subprocess.CompletedProcess[st
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho H200\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
     out = tmp_path / "out"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NCU": "0"}
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NCU": "0", **extra}
     run = subprocess.run(["bash", str(SCRIPT), str(b0), str(b1), str(out)],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     return run, out
@@ -103,3 +103,13 @@ def test_a_failed_check_fails_the_call_and_the_rest_still_runs(tmp_path: Path) -
     assert run.stdout.rstrip().endswith("status 1")
     back = _unpacked(out, tmp_path)
     assert (back / "nonfinite" / "stdout.txt").is_file()
+
+
+def test_bits_names_the_widths_of_the_ab_and_of_the_quick_parity(tmp_path: Path) -> None:
+    run, out = _run(tmp_path, 0, BITS="4 8")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    back = _unpacked(out, tmp_path)
+    report = (back / "ab" / "report.txt").read_text()
+    assert " 4-bit M=" in report and " 8-bit M=" in report
+    for bits in (4, 8):
+        assert (back / f"quick{bits}" / "stdout.txt").read_text().startswith(f"PARITY OK: --quick --bits {bits}")
