@@ -3,61 +3,42 @@ that measures the tensor-core promotion, run here with stand-ins for the
 harness (a wasted device call costs minutes of a 30-minute budget)."""
 from __future__ import annotations
 
-import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "experiments" / "cuda_tensor_promote" / "time_device.sh"
 
-# qmv_bench: --quick prints a verdict; --time writes a stock row and one row
-# per configuration (the dispatch's time is the build's SPEED, qmm_sm80 50).
-BENCH = """#!/bin/bash
-case "$1" in --quick) echo "PARITY OK: $*"; exit 0;; esac
-out=$2; spec=$4; shift 4
-IFS=, read -r dt bits k n <<< "$spec"
-f=$out/cuda_qmv_time.csv
-[ -s "$f" ] || echo "shape,dtype,bits,impl,W,R,V,D,M,us,bytes,GBps" > "$f"
-d=$([ "$dt" = 0 ] && echo bf16 || echo fp16)
-for c in "$@"; do
-  IFS=, read -r W R V D M <<< "$c"
-  if [ "$W" = sm80 ]; then echo "${k}x${n},$d,$bits,qmm_sm80,0,0,0,0,$R,50,0,0" >> "$f"; continue; fi
-  impl=$([ "$W" = 0 ] && echo streamed_auto || echo streamed)
-  echo "${k}x${n},$d,$bits,stock_qmv,0,0,0,0,$M,30,0,0" >> "$f"
-  echo "${k}x${n},$d,$bits,$impl,$W,$R,$V,$D,$M,SPEED,0,0" >> "$f"
-done
-"""
+Run = Callable[..., tuple[subprocess.CompletedProcess[str], Path]]
 
 
-def _build(folder: Path, speed: int, check_rc: int | None = None) -> Path:
-    folder.mkdir(parents=True)
-    (folder / "qmv_bench").write_text(BENCH.replace("SPEED", str(speed)))
-    (folder / "qmv_matrix").write_text(f'#!/bin/sh\necho "MATRIX PARITY OK: {folder.name} $*"\n')
-    if check_rc is not None:
-        (folder / "promote_check").write_text(f'#!/bin/sh\necho "MMA PROMOTE fp16 checked"\nexit {check_rc}\n')
-    for f in folder.iterdir():
-        f.chmod(0o755)
-    return folder
+@pytest.fixture
+def run(tmp_path: Path, stub_build: Callable[..., Path],
+        run_script: Callable[..., subprocess.CompletedProcess[str]]) -> Run:
+    """The call on stand-in builds: B0, B1 (twice as fast, with a
+    promote_check exiting with check_rc) and the further builds named, each
+    with a qmv_matrix that says which build it is."""
+
+    def call(check_rc: int, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+        def build(name: str, speed: int, **programs: str) -> Path:
+            matrix = f'#!/bin/sh\necho "MATRIX PARITY OK: {name} $*"\n'
+            return stub_build(tmp_path / name, speed, qmv_matrix=matrix, **programs)
+
+        check = f'#!/bin/sh\necho "MMA PROMOTE fp16 checked"\nexit {check_rc}\n'
+        builds = [build("b0", 20), build("b1", 16, promote_check=check), *(build(b, 25) for b in extra)]
+        out = tmp_path / "out"
+        return run_script(SCRIPT, *builds[:2], out, *builds[2:]), out
+
+    return call
 
 
-def _run(tmp_path: Path, check_rc: int, *extra: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
-    b0 = _build(tmp_path / "b0", 20)
-    b1 = _build(tmp_path / "b1", 16, check_rc)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho H200\n")
-    (bin_dir / "nvidia-smi").chmod(0o755)
-    out = tmp_path / "out"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NCU": "0"}
-    run = subprocess.run(["bash", str(SCRIPT), str(b0), str(b1), str(out), *map(str, extra)],
-                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    return run, out
-
-
-def test_the_call_checks_the_premise_times_both_builds_and_runs_both_nonfinite_matrices(tmp_path: Path) -> None:
-    run, out = _run(tmp_path, 0, _build(tmp_path / "b2", 25))
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert run.stdout.index("MMA PROMOTE") < run.stdout.index("dispatch us per build")
+def test_the_call_checks_the_premise_times_both_builds_and_runs_both_nonfinite_matrices(run: Run) -> None:
+    proc, out = run(0, "b2")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.index("MMA PROMOTE") < proc.stdout.index("dispatch us per build")
     assert (out / "promote_check.txt").read_text() == "MMA PROMOTE fp16 checked\n"
     # The A/B at 8 bits only, B1's dispatch 20 / 16 = 1.25 times as fast,
     # and the further build given after OUT beside them (20 / 25).
@@ -76,8 +57,8 @@ def test_the_call_checks_the_premise_times_both_builds_and_runs_both_nonfinite_m
     assert not (out / "ncu").exists()
 
 
-def test_the_call_fails_when_the_premise_fails_and_still_runs_the_rest(tmp_path: Path) -> None:
-    run, out = _run(tmp_path, 1)
-    assert run.returncode == 1
-    assert run.stdout.rstrip().endswith("status 1")
+def test_the_call_fails_when_the_premise_fails_and_still_runs_the_rest(run: Run) -> None:
+    proc, out = run(1)
+    assert proc.returncode == 1
+    assert proc.stdout.rstrip().endswith("status 1")
     assert (out / "nonfinite_b0" / "stdout.txt").is_file()
