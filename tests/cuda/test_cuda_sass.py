@@ -66,6 +66,20 @@ def test_loops_count_an_iteration_with_its_out_of_line_copy_stage() -> None:
     assert "STG.E" not in ops  # the exit block does not come back
 
 
+def test_reusing_counts_the_instructions_that_read_a_cached_operand() -> None:
+    kernel = cuda_sass.Kernel("k", "k", [
+        cuda_sass.Instr(0x0, "FFMA R4, R9, R10.reuse, R4"),
+        cuda_sass.Instr(0x10, "FFMA R5, R11, R10, R5"),
+        cuda_sass.Instr(0x20, "HMMA.1688.F32 R12, R14, R16.reuse, RZ"),
+        cuda_sass.Instr(0x30, "@!P0 BRA 0x0"),
+    ])
+    (loop,) = cuda_sass.loops(kernel)
+    assert loop.reusing("FFMA") == (1, 2)
+    assert loop.reusing("FADD") == (0, 0)
+    text = cuda_sass.report([kernel], "k", all_loops=False)
+    assert "FFMA reading an operand from the reuse cache: 1 of 2" in text
+
+
 def test_report_names_the_kernel_and_refuses_a_pattern_that_matches_none() -> None:
     kernels = cuda_sass.parse_sass(SASS)
     text = cuda_sass.report(kernels, "ring", all_loops=False)
@@ -152,6 +166,35 @@ def test_compile_counts_the_8_bit_tile_loop_of_the_patched_dispatch(
     with pytest.raises(cuda_sass.SassError, match=r"one\.cu: nvcc failed: .*error"):
         cuda_sass.compile_instance(kernels, instance.replace("kernel<", "kernel_absent<"), tmp_path / "bad" / "one.o",
                                    pinned_checkout, headers, fmt, nvcc)
+
+
+@pytest.mark.integration
+def test_float16_8_bit_multiply_adds_read_w_from_the_reuse_cache(
+    pinned_checkout: Path, patched_checkout: Path, tmp_path: Path
+) -> None:
+    """The queue orders float multiply-adds so that consecutive ones share
+    w's element (session 40): in the float16 8-bit blocks of 8 vectors most
+    of the tile's 128 FFMAs read it from the reuse cache; bfloat16 blocks of
+    8 vectors keep fma_accumulate's order, where none does."""
+    from .test_cuda_harness import _missing, _nvcc_inputs
+
+    inputs = _nvcc_inputs()
+    if isinstance(inputs, str):
+        _missing(inputs)
+    nvcc, headers, fmt = inputs
+    import cuda_qmv
+
+    kernels = tmp_path / "patched_kernels.cuh"
+    kernels.write_text(cuda_qmv.patched_kernels(patched_checkout))
+    reused = {}
+    for t in ("half_t", "bfloat16_t"):
+        instance = f"qmv_streamed_kernel<4, 2, 8, 6, 8, 64, true, false, cutlass::{t}, uint8_t, cutlass::{t}>"
+        obj = tmp_path / f"{t}.o"
+        cuda_sass.compile_instance(kernels, instance, obj, pinned_checkout, headers, fmt, nvcc)
+        (kernel,) = _sass_or_skip(obj)
+        reused[t] = [lp.reusing("FFMA") for lp in cuda_sass.loops(kernel) if lp.opcodes()["FFMA"] >= 128]
+    assert reused["half_t"] and all(n == 128 and r >= 100 for r, n in reused["half_t"]), reused
+    assert reused["bfloat16_t"] and all(r == 0 for r, _ in reused["bfloat16_t"]), reused
 
 
 def test_8bit_m1_device_script_profiles_each_problem_in_one_csv_then_times_them(tmp_path: Path) -> None:
