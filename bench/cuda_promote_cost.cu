@@ -71,6 +71,48 @@ __device__ __forceinline__ void promote_cvt(const uint4& h, float (&f)[kE]) {
   for (int i = 0; i < kE; ++i) f[i] = __half2float(p[i]);
 }
 
+// A lane's piece of 8 elements as float: stored so (mode 0), or promoted
+// from float16 by the tensor cores (modes 1, 5) or by cvt (the others).
+template <int Mode>
+__device__ __forceinline__ void to_float(const uint4* p, uint32_t id,
+                                         float (&f)[kE]) {
+  if constexpr (Mode == 0) {
+    uint4 a = p[0], b = p[1];
+    memcpy(&f[0], &a, 16);
+    memcpy(&f[4], &b, 16);
+  } else if constexpr (Mode == 1 || Mode == 5) {
+    promote_mma(p[0], id, f);
+  } else {
+    promote_cvt(p[0], f);
+  }
+}
+
+// The tile's 128 multiply-adds: vectors, rows, elements (the tile's order),
+// or rows, elements, vectors (VectorsInnermost: consecutive ones share w's
+// element).
+template <bool VectorsInnermost>
+__device__ __forceinline__ void fmas(const float (&xf)[kV][kE],
+                                     const float (&wf)[kR][kE],
+                                     float (&acc)[kR][kV][kE]) {
+  if constexpr (VectorsInnermost) {
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int i = 0; i < kE; ++i)
+#pragma unroll
+        for (int v = 0; v < kV; ++v)
+          acc[r][v][i] = fmaf(xf[v][i], wf[r][i], acc[r][v][i]);
+  } else {
+#pragma unroll
+    for (int v = 0; v < kV; ++v)
+#pragma unroll
+      for (int r = 0; r < kR; ++r)
+#pragma unroll
+        for (int i = 0; i < kE; ++i)
+          acc[r][v][i] = fmaf(xf[v][i], wf[r][i], acc[r][v][i]);
+  }
+}
+
 __device__ __forceinline__ void write_out(const float (&acc)[kR][kV][kE],
                                           float* out, long long* cycles,
                                           long long t) {
@@ -114,23 +156,7 @@ __global__ void __launch_bounds__(128) tile_loop(const uint4* src, float* out,
       promote_cvt(ring[kV * 32 + (warp * kR + r) * 32 + lane], wf[r]);
     long long t0 = clock64();
     for (int it = 0; it < iters; ++it) {
-      if constexpr (Mode == 3) {
-#pragma unroll
-        for (int v = 0; v < kV; ++v)
-#pragma unroll
-          for (int r = 0; r < kR; ++r)
-#pragma unroll
-            for (int i = 0; i < kE; ++i)
-              acc[r][v][i] = fmaf(xf[v][i], wf[r][i], acc[r][v][i]);
-      } else {
-#pragma unroll
-        for (int r = 0; r < kR; ++r)
-#pragma unroll
-          for (int i = 0; i < kE; ++i)
-#pragma unroll
-            for (int v = 0; v < kV; ++v)
-              acc[r][v][i] = fmaf(xf[v][i], wf[r][i], acc[r][v][i]);
-      }
+      fmas<Mode == 4>(xf, wf, acc);
     }
     long long t1 = clock64();
     write_out(acc, out, cycles, t1 - t0);
@@ -143,51 +169,27 @@ __global__ void __launch_bounds__(128) tile_loop(const uint4* src, float* out,
     float wf[kR][kE];
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
-      const uint4* p = s + (kV * 32 + (warp * kR + r) * 32 + lane) * piece;
-      if constexpr (Mode == 0) {
-        uint4 a = p[0], b = p[1];
-        memcpy(&wf[r][0], &a, 16);
-        memcpy(&wf[r][4], &b, 16);
-      } else if constexpr (Mode == 1 || Mode == 5) {
-        promote_mma(p[0], id, wf[r]);
-      } else {
-        promote_cvt(p[0], wf[r]);
-      }
+      to_float<Mode>(s + (kV * 32 + (warp * kR + r) * 32 + lane) * piece, id,
+                     wf[r]);
     }
     if constexpr (Mode == 5) {
       // As mode 1, the fmas after every vector's promotion, vectors
       // innermost (consecutive fmas share w's element).
       float xf[kV][kE];
 #pragma unroll
-      for (int v = 0; v < kV; ++v) promote_mma(s[v * 32 + lane], id, xf[v]);
+      for (int v = 0; v < kV; ++v) to_float<Mode>(s + v * 32 + lane, id, xf[v]);
+      fmas<true>(xf, wf, acc);
+    } else {
 #pragma unroll
-      for (int r = 0; r < kR; ++r)
+      for (int v = 0; v < kV; ++v) {
+        float xf[kE];
+        to_float<Mode>(s + (v * 32 + lane) * piece, id, xf);
 #pragma unroll
-        for (int i = 0; i < kE; ++i)
+        for (int r = 0; r < kR; ++r) {
 #pragma unroll
-          for (int v = 0; v < kV; ++v)
-            acc[r][v][i] = fmaf(xf[v][i], wf[r][i], acc[r][v][i]);
-      slot = slot + 1 == kSlots ? 0 : slot + 1;
-      continue;
-    }
-#pragma unroll
-    for (int v = 0; v < kV; ++v) {
-      const uint4* p = s + (v * 32 + lane) * piece;
-      float xf[kE];
-      if constexpr (Mode == 0) {
-        uint4 a = p[0], b = p[1];
-        memcpy(&xf[0], &a, 16);
-        memcpy(&xf[4], &b, 16);
-      } else if constexpr (Mode == 1) {
-        promote_mma(p[0], id, xf);
-      } else {
-        promote_cvt(p[0], xf);
-      }
-#pragma unroll
-      for (int r = 0; r < kR; ++r) {
-#pragma unroll
-        for (int i = 0; i < kE; ++i) {
-          acc[r][v][i] = fmaf(xf[i], wf[r][i], acc[r][v][i]);
+          for (int i = 0; i < kE; ++i) {
+            acc[r][v][i] = fmaf(xf[i], wf[r][i], acc[r][v][i]);
+          }
         }
       }
     }

@@ -128,15 +128,10 @@ def test_loops_reads_a_kernel_nvcc_compiled(tmp_path: Path) -> None:
     assert found and all(lp.opcodes()["FFMA"] >= 1 for lp in found), [lp.opcodes() for lp in found]
 
 
-@pytest.mark.integration
-def test_compile_counts_the_8_bit_tile_loop_of_the_patched_dispatch(
-    pinned_checkout: Path, patched_checkout: Path, tmp_path: Path
-) -> None:
-    """`compile` builds one instantiation of the queue's kernels: the
-    dispatch's bfloat16 8-bit M = 1 kernel, whose tile loop (4 rows x 8
-    elements per lane) makes each element with one FADD and applies it with
-    one FFMA (docs/benchmarks.md, "Instructions per element at M = 1"). An
-    instantiation the header does not have is a one-line nvcc error."""
+def _patched_kernels(patched_checkout: Path, tmp_path: Path) -> tuple[Path, str, Path, Path]:
+    """The queue's kernels header (as the harness extracts it) and nvcc, the
+    wheel's headers and fmt to compile it with; missing inputs skip loudly
+    (fail in CI)."""
     from .test_cuda_harness import _missing, _nvcc_inputs
 
     inputs = _nvcc_inputs()
@@ -147,6 +142,19 @@ def test_compile_counts_the_8_bit_tile_loop_of_the_patched_dispatch(
 
     kernels = tmp_path / "patched_kernels.cuh"
     kernels.write_text(cuda_qmv.patched_kernels(patched_checkout))
+    return kernels, nvcc, headers, fmt
+
+
+@pytest.mark.integration
+def test_compile_counts_the_8_bit_tile_loop_of_the_patched_dispatch(
+    pinned_checkout: Path, patched_checkout: Path, tmp_path: Path
+) -> None:
+    """`compile` builds one instantiation of the queue's kernels: the
+    dispatch's bfloat16 8-bit M = 1 kernel, whose tile loop (4 rows x 8
+    elements per lane) makes each element with one FADD and applies it with
+    one FFMA (docs/benchmarks.md, "Instructions per element at M = 1"). An
+    instantiation the header does not have is a one-line nvcc error."""
+    kernels, nvcc, headers, fmt = _patched_kernels(patched_checkout, tmp_path)
     instance = ("qmv_streamed_kernel<2, 4, 1, 8, 8, 64, true, false, cutlass::bfloat16_t, uint8_t,"
                 " cutlass::bfloat16_t>")
     obj = tmp_path / "one.o"
@@ -176,16 +184,7 @@ def test_float16_8_bit_multiply_adds_read_w_from_the_reuse_cache(
     w's element (session 40): in the float16 8-bit blocks of 8 vectors most
     of the tile's 128 FFMAs read it from the reuse cache; bfloat16 blocks of
     8 vectors keep fma_accumulate's order, where none does."""
-    from .test_cuda_harness import _missing, _nvcc_inputs
-
-    inputs = _nvcc_inputs()
-    if isinstance(inputs, str):
-        _missing(inputs)
-    nvcc, headers, fmt = inputs
-    import cuda_qmv
-
-    kernels = tmp_path / "patched_kernels.cuh"
-    kernels.write_text(cuda_qmv.patched_kernels(patched_checkout))
+    kernels, nvcc, headers, fmt = _patched_kernels(patched_checkout, tmp_path)
     reused = {}
     for t in ("half_t", "bfloat16_t"):
         instance = f"qmv_streamed_kernel<4, 2, 8, 6, 8, 64, true, false, cutlass::{t}, uint8_t, cutlass::{t}>"
