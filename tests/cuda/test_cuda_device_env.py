@@ -119,7 +119,7 @@ def test_pipe_metrics_are_listed_once_and_used_by_every_profiling_script(tmp_pat
     assert not [n for n, t in scripts.items() if "sm__inst_executed_pipe" in t or "for p in fmaheavy" in t]
     users = {n for n, t in scripts.items() if "$(ncu_pipe_metrics)" in t}
     assert users == {"bench/cuda_qmv_8bit_m1_device.sh", "bench/cuda_qmv_open_cells_device.sh",
-                     "bench/experiments/cuda_float_x/ncu_device.sh"}
+                     "bench/cuda_promote_cost_device.sh", "bench/experiments/cuda_float_x/ncu_device.sh"}
     for name in users:
         assert "cuda_device_env.sh\"" in scripts[name].split("ncu_pipe_metrics")[0], name
 
