@@ -306,8 +306,16 @@ int main(int argc, char** argv) {
       printf("MISMATCH at %d warps per scheduler\n", wps);
       bad = 1;
     }
+    // The negative control: modes 3 and 4 sum other products (slot 0's in
+    // every iteration), so the comparison must report them different.
+    if (memcmp(r[3].data(), r[0].data(), bytes) == 0) {
+      printf("CONTROL FAILED at %d warps per scheduler: mode 3 equals mode 0\n",
+             wps);
+      bad = 1;
+    }
   }
   printf(bad ? "RESULT: modes differ\n"
-             : "RESULT: modes 0, 1, 2, 5 bitwise equal; 3, 4 equal\n");
+             : "RESULT: modes 0, 1, 2, 5 bitwise equal; 3, 4 equal; control "
+               "(3 against 0) different\n");
   return bad;
 }
