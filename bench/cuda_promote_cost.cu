@@ -14,8 +14,8 @@
 // at as many warps per scheduler as every mode's registers allow. Each warp times its loop with clock64;
 // the report is SM cycles per iteration and per scheduler, beside the
 // instructions of an iteration (read from the SASS: cuda_sass.py loops -k
-// tile_loop). Modes 0, 1, 2 and 5 must give the same bits, 3 and 4 too
-// (checked).
+// tile_loop). Modes 0, 1, 2 and 5 must give the same bits, 3 and 4 too,
+// and 3 (other sums) must differ from 0, the comparison's negative control.
 // Build: nvcc -O3 -gencode=arch=compute_90a,code=sm_90a cuda_promote_cost.cu
 //   -o promote_cost; run on the GPU: ./promote_cost [ITERS [WPS]] (WPS: only
 // that many warps per scheduler, as bench/cuda_promote_cost_device.sh
