@@ -7,8 +7,9 @@
 # blocks along the vectors, none mostly empty); every shape of SHAPES, in
 # bfloat16 and float16, twice (time_shapes_in_turn). The report gives, per
 # product, the dispatch, the fastest ring and qmm_sm80 (medians of the two
-# passes).
-# Usage: [SHAPES="K,N ..."] bench/cuda_qmv_configs_8bit_device.sh C OUT
+# passes). MS="1" (session 42) times M = 1 instead, with the one-vector
+# rings.
+# Usage: [SHAPES="K,N ..."] [MS="1 4 8 12 16"] bench/cuda_qmv_configs_8bit_device.sh C OUT
 #   C: a folder holding the harness's qmv_bench
 set -uo pipefail
 H=$(dirname "$0")
@@ -19,8 +20,19 @@ RINGS_2="16,2,2,2 2,4,2,8 4,2,2,8 4,4,2,4 8,2,2,4 8,4,2,3"
 RINGS_4="2,2,4,8 2,4,4,6 4,2,4,4 4,4,4,4 8,2,4,4 8,4,4,2 8,4,4,3"
 RINGS_8="2,2,8,6 4,2,8,3 4,2,8,4 4,2,8,6 8,2,8,2 8,2,8,3 8,2,8,4"
 RINGS_16="4,1,16,2"
-configs="$(configs_at "0,0,0,0 $RINGS_2 $RINGS_4" 4) $(configs_at "0,0,0,0 $RINGS_2 $RINGS_4 $RINGS_8" 8)"
-configs="$configs $(configs_at "0,0,0,0 $RINGS_4 $RINGS_8" 12) $(configs_at "0,0,0,0 $RINGS_4 $RINGS_8 $RINGS_16" 16)"
+RINGS_1="16,1,1,4 16,2,1,4 2,4,1,8 4,2,1,8 4,4,1,4 4,4,1,6 4,4,1,8 8,1,1,8 8,2,1,8 8,4,1,4"
+configs=""
+for m in ${MS:-4 8 12 16}; do
+  case $m in
+    1) rings=$RINGS_1 ;;
+    4) rings="$RINGS_2 $RINGS_4" ;;
+    8) rings="$RINGS_2 $RINGS_4 $RINGS_8" ;;
+    12) rings="$RINGS_4 $RINGS_8" ;;
+    16) rings="$RINGS_4 $RINGS_8 $RINGS_16" ;;
+    *) echo "cuda_qmv_configs_8bit: no rings for M = $m (MS: 1, 4, 8, 12, 16)" >&2; exit 2 ;;
+  esac
+  configs="$configs $(configs_at "0,0,0,0 $rings" "$m")"
+done
 for pass in 1 2; do
   time_shapes_in_turn "$O/t" 8 "${SHAPES:-4096,14336 14336,4096 4096,4096}" "$configs" "$C" || status=1
 done

@@ -67,3 +67,23 @@ def test_a_failed_ring_fails_the_call_and_is_left_out_of_the_report(
     assert run.returncode == 1
     assert run.stdout.rstrip().endswith("status 1")
     assert "4096x14336 fp16 M= 4:  100.00 |   2,4,2,8 2428.00 (24.280) |   50.00" in report
+
+
+def test_ms_1_times_the_one_vector_rings_only(tmp_path: Path, device_env: dict[str, str]) -> None:
+    run, report = _run(tmp_path, device_env, MS="1")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = report.splitlines()[1:]
+    assert len(lines) == 6
+    assert "4096x14336 fp16 M= 1:  100.00 |   2,4,1,8 2418.00 (24.180) |   50.00" in lines
+    csv = (tmp_path / "out" / "t0" / "cuda_qmv_time.csv").read_text()
+    assert csv.count("4096x4096,bf16,8,streamed,16,2,1,4,1,") == 2
+    assert {row.split(",")[8] for row in csv.splitlines()[1:]} == {"1"}
+
+
+def test_an_m_without_rings_is_refused(tmp_path: Path, device_env: dict[str, str]) -> None:
+    c = tmp_path / "c"
+    c.mkdir()
+    run = subprocess.run(["bash", str(SCRIPT), str(c), str(tmp_path / "out")], capture_output=True,
+                         text=True, env={**device_env, "MS": "3"}, cwd=ROOT, timeout=60)
+    assert run.returncode == 2
+    assert "no rings for M = 3" in run.stderr
