@@ -7,9 +7,9 @@
 # blocks along the vectors, none mostly empty); every shape of SHAPES, in
 # bfloat16 and float16, twice (time_shapes_in_turn). The report gives, per
 # product, the dispatch, the fastest ring and qmm_sm80 (medians of the two
-# passes). MS="1" (session 42) times M = 1 instead, with the one-vector
-# rings.
-# Usage: [SHAPES="K,N ..."] [MS="1 4 8 12 16"] bench/cuda_qmv_configs_8bit_device.sh C OUT
+# passes). MS="1" (session 42) times M = 1 with the one-vector rings, and
+# MS="2" (session 43) M = 2 with the rings of one and two vectors.
+# Usage: [SHAPES="K,N ..."] [MS="1 2 4 8 12 16"] bench/cuda_qmv_configs_8bit_device.sh C OUT
 #   C: a folder holding the harness's qmv_bench
 set -uo pipefail
 H=$(dirname "$0")
@@ -25,11 +25,12 @@ configs=""
 for m in ${MS:-4 8 12 16}; do
   case $m in
     1) rings=$RINGS_1 ;;
+    2) rings="$RINGS_1 $RINGS_2" ;;
     4) rings="$RINGS_2 $RINGS_4" ;;
     8) rings="$RINGS_2 $RINGS_4 $RINGS_8" ;;
     12) rings="$RINGS_4 $RINGS_8" ;;
     16) rings="$RINGS_4 $RINGS_8 $RINGS_16" ;;
-    *) echo "cuda_qmv_configs_8bit: no rings for M = $m (MS: 1, 4, 8, 12, 16)" >&2; exit 2 ;;
+    *) echo "cuda_qmv_configs_8bit: no rings for M = $m (MS: 1, 2, 4, 8, 12, 16)" >&2; exit 2 ;;
   esac
   configs="$configs $(configs_at "0,0,0,0 $rings" "$m")"
 done
@@ -41,6 +42,8 @@ import csv, statistics, sys
 from collections import defaultdict
 t = defaultdict(list)
 for r in csv.DictReader(open(sys.argv[1])):
+    if r["impl"] == "read_roofline":
+        continue
     ring = r["impl"] if r["impl"] in ("streamed_auto", "qmm_sm80", "stock_qmv") else "{W},{R},{V},{D}".format(**r)
     t[(r["shape"], r["dtype"], int(r["M"]), ring)].append(float(r["us"]))
 med = {k: statistics.median(v) for k, v in t.items() if float(min(v)) > 0}

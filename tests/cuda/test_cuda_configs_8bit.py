@@ -10,7 +10,9 @@ SCRIPT = ROOT / "bench" / "cuda_qmv_configs_8bit_device.sh"
 
 # qmv_bench --time: the dispatch takes 100 us, qmm_sm80 50, a ring
 # W * 1000 + R * 100 + V * 10 + D (so the fastest is the one with the
-# smallest W, R, V, D in that order); FAIL_AT makes one ring fail.
+# smallest W, R, V, D in that order); FAIL_AT makes one ring fail. At M = 1
+# it also writes the read roofline's row (a copy kernel's W, R, V, D), as
+# the harness does, faster than any ring.
 BENCH = """#!/bin/bash
 out=$2; spec=$4; shift 4
 IFS=, read -r dt bits k n <<< "$spec"
@@ -21,7 +23,10 @@ rc=0
 for c in "$@"; do
   IFS=, read -r W R V D M <<< "$c"
   if [ "$W" = sm80 ]; then echo "${k}x${n},$d,$bits,qmm_sm80,0,0,0,0,$R,50,0,0" >> "$f"; continue; fi
-  if [ "$W" = 0 ]; then echo "${k}x${n},$d,$bits,streamed_auto,0,0,0,0,$M,100,0,0" >> "$f"; continue; fi
+  if [ "$W" = 0 ]; then
+    [ "$M" = 1 ] && echo "${k}x${n},$d,$bits,read_roofline,4,512,4,0,1,10,0,0" >> "$f"
+    echo "${k}x${n},$d,$bits,streamed_auto,0,0,0,0,$M,100,0,0" >> "$f"; continue
+  fi
   us=$((W * 1000 + R * 100 + V * 10 + D))
   [ "$c" = "${FAIL_AT:-}" ] && { us=-1; rc=1; }
   echo "${k}x${n},$d,$bits,streamed,$W,$R,$V,$D,$M,$us,0,0" >> "$f"
@@ -78,6 +83,20 @@ def test_ms_1_times_the_one_vector_rings_only(tmp_path: Path, device_env: dict[s
     csv = (tmp_path / "out" / "t0" / "cuda_qmv_time.csv").read_text()
     assert csv.count("4096x4096,bf16,8,streamed,16,2,1,4,1,") == 2
     assert {row.split(",")[8] for row in csv.splitlines()[1:]} == {"1"}
+    # The read roofline's row is not a ring.
+    assert "read_roofline" in csv and "4,512,4,0" not in report
+
+
+def test_ms_2_times_the_rings_of_one_and_two_vectors(tmp_path: Path, device_env: dict[str, str]) -> None:
+    run, report = _run(tmp_path, device_env, MS="2")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = report.splitlines()[1:]
+    assert len(lines) == 6
+    assert "4096x14336 bf16 M= 2:  100.00 |   2,4,1,8 2418.00 (24.180) |   50.00" in lines
+    csv = (tmp_path / "out" / "t0" / "cuda_qmv_time.csv").read_text()
+    assert csv.count("4096x4096,fp16,8,streamed,16,2,2,2,2,") == 2
+    assert csv.count("4096x4096,fp16,8,streamed,8,4,1,4,2,") == 2
+    assert ",4,4,4,4,2," not in csv
 
 
 def test_an_m_without_rings_is_refused(tmp_path: Path, device_env: dict[str, str]) -> None:
