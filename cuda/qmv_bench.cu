@@ -791,7 +791,11 @@ int main(int argc, char** argv) {
     if (batch_only) return bok ? 0 : 1;
     if (!bok) return 1;
   }
-  std::vector<Shape> shapes = {{14336, 4096}, {4096, 14336}, {4096, 4096}};
+  // {N, K}; parity only: N where one or two 8-bit vectors take blocks of 16
+  // rows (4096 < N <= 6144, N > 16384) or one does (N <= 10240).
+  std::vector<Shape> shapes = {{14336, 4096},       {4096, 14336},
+                               {4096, 4096},        {6144, 4096, false},
+                               {8192, 2048, false}, {20480, 1024, false}};
   if (ragged) {
     // {N, K}. Residue at 4 / 8 bits: 3840: 256 / 0; 4096 + 256: 256 / 0;
     // 3840 + 128: 384 / 128; 11008: 256 / 0; 4096 + 64: 64 / 64 (scale rows

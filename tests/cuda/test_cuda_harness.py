@@ -322,12 +322,12 @@ def test_tail_report_sets_the_split_against_whole_blocks(tmp_path: Path) -> None
 def kernel_dispatch(qmv_cu: str) -> list[tuple[str, list[tuple[str, tuple[int, ...]]]]]:
     """dispatch_streamed_tile of a qmv.cu, read back: per `if constexpr`
     branch on bits (in order, the last `else` as "True"), its chain of
-    (condition on m, n, few_rows and sizeof(T), (W, R, V, S)), with the definition of
-    few_rows substituted."""
+    (condition on m, n, its bools and sizeof(T), (W, R, V, S)), with the
+    definitions of its bools (few_rows, rows_16) substituted."""
     start = qmv_cu.index("void dispatch_streamed_tile(int m, int n, F&& f) {")
     body = qmv_cu[start : qmv_cu.index("\n}\n", start)]
-    few_rows = re.search(r"bool few_rows = (.*?);", body, re.S)
-    assert few_rows, "dispatch_streamed_tile defines no few_rows"
+    bools = dict(re.findall(r"bool (\w+) = (.*?);", body, re.S))
+    assert "few_rows" in bools, "dispatch_streamed_tile defines no few_rows"
     branch = re.compile(r"(?:if constexpr \((bits.*?)\) \{|\n  \} else \{)")
     parts = branch.split(body[body.index("if constexpr") :])
     step = re.compile(
@@ -338,13 +338,20 @@ def kernel_dispatch(qmv_cu: str) -> list[tuple[str, list[tuple[str, tuple[int, .
     for cond, text in zip(parts[1::2], parts[2::2]):
         chain = [
             (
-                (c or "True").replace("few_rows", f"({few_rows.group(1)})"),
+                substitute(c or "True", bools),
                 tuple(int(v) for v in cfg.split(",")),
             )
             for c, cfg in step.findall(text)
         ]
         chains.append((cond or "True", chain))
     return chains
+
+
+def substitute(cond: str, bools: dict[str, str]) -> str:
+    """cond with each of the dispatch's bools replaced by its definition."""
+    for name, definition in bools.items():
+        cond = re.sub(rf"\b{name}\b", f"({definition})", cond)
+    return cond
 
 
 def c_eval(cond: str, names: dict[str, int]) -> bool:
@@ -390,7 +397,7 @@ def test_report_and_harness_follow_the_kernel_dispatch(patched_checkout: Path) -
     for bits in (2, 3, 4, 5, 6, 8):
         chain = next(chain for cond, chain in chains if c_eval(cond, {"bits": bits}))
         for m in range(1, 17):
-            for n in (192, 320, 576, 640, 960, 2048, 4096, 14336):
+            for n in (192, 320, 576, 640, 960, 2048, 4096, 6144, 8192, 14336, 20480):
                 names = {"m": m, "n": n}
                 picked = next(cfg for cond, cfg in chain if c_eval(cond, names))
                 # k = 8192: past the single-vector route but for one vector
