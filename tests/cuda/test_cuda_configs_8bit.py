@@ -35,14 +35,17 @@ exit $rc
 """
 
 
-def _run(tmp_path: Path, env: dict[str, str], **extra: str) -> tuple[subprocess.CompletedProcess[str], str]:
+def run_with_bench(tmp_path: Path, env: dict[str, str], script: Path = SCRIPT,
+                   **extra: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """script (a device script taking C OUT) run with BENCH as C's qmv_bench;
+    its run and OUT/report.txt."""
     c = tmp_path / "c"
     c.mkdir()
     (c / "qmv_bench").write_text(BENCH)
     (c / "qmv_bench").chmod(0o755)
     out = tmp_path / "out"
-    run = subprocess.run(["bash", str(SCRIPT), str(c), str(out)], capture_output=True, text=True,
-                         env={**env, **extra}, cwd=ROOT, timeout=300)
+    run = subprocess.run(["bash", str(script), str(c), str(out)], capture_output=True, text=True,
+                         env={**env, **extra}, cwd=ROOT, timeout=600)
     # What comes back from the device: at most 8 files.
     assert len([p for p in out.rglob("*") if p.is_file()]) <= 8
     return run, (out / "report.txt").read_text()
@@ -50,7 +53,7 @@ def _run(tmp_path: Path, env: dict[str, str], **extra: str) -> tuple[subprocess.
 
 def test_each_product_gets_its_fastest_ring_beside_the_dispatch_and_qmm_sm80(
         tmp_path: Path, device_env: dict[str, str]) -> None:
-    run, report = _run(tmp_path, device_env)
+    run, report = run_with_bench(tmp_path, device_env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     lines = report.splitlines()[1:]
     # Three shapes, two types, four M.
@@ -68,14 +71,14 @@ def test_each_product_gets_its_fastest_ring_beside_the_dispatch_and_qmm_sm80(
 
 def test_a_failed_ring_fails_the_call_and_is_left_out_of_the_report(
         tmp_path: Path, device_env: dict[str, str]) -> None:
-    run, report = _run(tmp_path, device_env, FAIL_AT="2,2,4,8,4")
+    run, report = run_with_bench(tmp_path, device_env, FAIL_AT="2,2,4,8,4")
     assert run.returncode == 1
     assert run.stdout.rstrip().endswith("status 1")
     assert "4096x14336 fp16 M= 4:  100.00 |   2,4,2,8 2428.00 (24.280) |   50.00" in report
 
 
 def test_ms_1_times_the_one_vector_rings_only(tmp_path: Path, device_env: dict[str, str]) -> None:
-    run, report = _run(tmp_path, device_env, MS="1")
+    run, report = run_with_bench(tmp_path, device_env, MS="1")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     lines = report.splitlines()[1:]
     assert len(lines) == 6
@@ -88,7 +91,7 @@ def test_ms_1_times_the_one_vector_rings_only(tmp_path: Path, device_env: dict[s
 
 
 def test_ms_2_times_the_rings_of_one_and_two_vectors(tmp_path: Path, device_env: dict[str, str]) -> None:
-    run, report = _run(tmp_path, device_env, MS="2")
+    run, report = run_with_bench(tmp_path, device_env, MS="2")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     lines = report.splitlines()[1:]
     assert len(lines) == 6

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cuda.test_cuda_configs_8bit import BENCH
+from tests.cuda.test_cuda_configs_8bit import run_with_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "cuda_qmv_rings_m1_m2_device.sh"
@@ -51,16 +51,8 @@ def test_an_empty_csv_is_an_error(tmp_path: Path) -> None:
 
 def test_the_sweep_times_37_shapes_at_m_1_and_2_and_keeps_8_files(
         tmp_path: Path, device_env: dict[str, str]) -> None:
-    c = tmp_path / "c"
-    c.mkdir()
-    (c / "qmv_bench").write_text(BENCH)
-    (c / "qmv_bench").chmod(0o755)
-    out = tmp_path / "out"
-    run = subprocess.run(["bash", str(SCRIPT), str(c), str(out)], capture_output=True, text=True,
-                         env=device_env, cwd=ROOT, timeout=600)
+    run, report = run_with_bench(tmp_path, device_env, SCRIPT)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert run.stdout.rstrip().endswith("status 0")
-    assert len([p for p in out.rglob("*") if p.is_file()]) <= 8
-    report = (out / "report.txt").read_text()
     # 37 shapes, two types, M = 1 and 2.
     assert report.count(" M=1: dispatch") == 74 and report.count(" M=2: dispatch") == 74
