@@ -43,9 +43,9 @@ def dispatch(
     on up to 320, any number on up to 192) of k <= 4096, go to
     qmv_prefetch_kernel, which the harness names V = 0
     (2 warps, a ring of 2 tiles). With n, 8-bit weights on fewer than 4096
-    rows take 2 rows per warp at M <= 2, one vector on 4097 to 10240 rows
-    or more than 16384 and two on 4097 to 6144 or more than 16384 blocks of
-    4 warps of 4 rows (session 43), and M >= 3 on few rows (n <= 640;
+    rows take 2 rows per warp at M <= 2 (one vector on 4097 to 10240 rows
+    or more than 16384, and two on 4097 to 6144 or more than 16384, blocks
+    of 4 warps of 4 rows; session 43), and M >= 3 on few rows (n <= 640;
     below 8 bits n <= 320, or n <= 640 at M <= 8) smaller blocks. 5- and
     6-bit weights take blocks of 4 warps, of 2 rows per warp for one or two
     vectors on fewer than 4096 rows (one on up to 4096) or three or more on

@@ -17,6 +17,8 @@ import statistics
 import sys
 from collections import defaultdict
 
+import cuda_qmv_report
+
 Key = tuple[str, str, int, str]
 
 IGNORED = {"read_roofline", "qmm_sm80", "stock_qmv"}
@@ -35,10 +37,10 @@ def medians(paths: list[str]) -> dict[Key, float]:
 
 
 def rows_16(m: int, n: int) -> bool:
-    """Whether the rule takes blocks of 4 warps of 4 rows (qmv_streamed.cuh's
-    dispatch_streamed_tile, 2-byte types, 8 bits)."""
-    wide = 4096 < n <= 6144 or n > 16384
-    return (m == 1 and (wide or 4096 < n <= 10240)) or (m == 2 and wide)
+    """Whether the dispatch (bench/cuda_qmv_report.py's copy of
+    dispatch_streamed_tile) gives m 8-bit vectors on n rows blocks of 4
+    warps of 4 rows."""
+    return cuda_qmv_report.dispatch(8, m, n=n)[:3] == (4, 4, m)
 
 
 def geomean(xs: list[float]) -> float:
