@@ -206,9 +206,11 @@ int stock_qmv_other_order(const QmvArgs* a) {
 namespace {
 
 // QMV_TAIL_TURNS: the launch of launch_qmv_streamed with a third as many
-// blocks as row blocks (rounded up), so that each block takes two or three
-// row blocks in turn, also with several rows of blocks (vectors, batches),
-// which MLX's launch never runs in turn. -2 where the configuration cannot.
+// blocks as full-size row blocks (rounded up), so that each block takes two
+// or three row blocks in turn, and where the kernel lets them the last eighth
+// of the row blocks at half size after them, also with several rows of
+// blocks (vectors, batches), which MLX's launch never runs in turn. -2 where
+// the configuration cannot.
 template <
     int W,
     int R,
@@ -245,8 +247,19 @@ int launch_in_turn(
       l = 1;
     }
     int row_blocks = (n + W * R - 1) / (W * R);
-    int full_blocks = row_blocks;
-    dim3 grid((row_blocks + 2) / 3, (m + V - 1) / V, l);
+    // Where the kernel lets them (qmv_streamed_half_turns, R even), the last
+    // eighth of the row blocks at half size, one to each of the launch's
+    // last blocks, where that leaves blocks to take turns.
+    constexpr bool halves = R % 2 == 0 && cu::qmv_streamed_half_turns<T, Q, V>();
+    int full_blocks = halves ? row_blocks - row_blocks / 8 : row_blocks;
+    int rest = n - full_blocks * W * R;
+    int blocks = (full_blocks + 2) / 3 +
+        (rest > 0 ? (rest + W * R / 2 - 1) / (W * R / 2) : 0);
+    if (blocks >= full_blocks) {
+      full_blocks = row_blocks;
+      blocks = (row_blocks + 2) / 3;
+    }
+    dim3 grid(blocks, (m + V - 1) / V, l);
     void* args[] = {&x, &w, &s, &b, &gs, &out, &m, &n, &k, &bw, &full_blocks};
     QmvLauncher{a.stream}(
         reinterpret_cast<void*>(kernel), grid, dim3(WARP_SIZE, W), args,

@@ -259,9 +259,13 @@ def test_blocks_take_row_blocks_in_turn_and_the_matrix_forces_it() -> None:
     blocks in turn; the tile loop is split so that only its last stages - 1
     tiles move the copies on; float16's 8-bit rings of 8 or more vectors
     keep one row block per block, and its 4-bit rings of 2 vectors the one
-    loop that checks every refill. The configuration matrix forces blocks in
-    turn on every configuration that can take them, with several rows of
-    blocks too, and counts those launches."""
+    loop that checks every refill. Past two full waves with a half-size
+    last wave, 8-bit blocks of up to 4 vectors take the full-size row blocks
+    in turn and the launch's last blocks the half-size ones; only those
+    kernels compile the arithmetic that tells them apart. The configuration
+    matrix forces blocks in turn on every configuration that can take them
+    (with half-size row blocks where the kernel lets them), with several
+    rows of blocks too, and counts those launches."""
     added = streamed_source()
     tiles = definition(added, "constexpr QmvStreamedTiles qmv_streamed_tiles() {")
     assert "if constexpr (cuda::std::is_same_v<T, cutlass::half_t>) {" in tiles
@@ -270,24 +274,33 @@ def test_blocks_take_row_blocks_in_turn_and_the_matrix_forces_it() -> None:
     trait = definition(added, "constexpr bool qmv_streamed_in_turn() {")
     assert "qmv_streamed_tiles<T, Q, V>() == QmvStreamedTiles::in_turn" in trait
     impl = definition(added, "void qmv_streamed_impl(")
-    assert "int row_step) {" in impl
+    assert "int row_step,\n    int row_end) {" in impl
+    assert "more = in_turn && row0 < row_end;" in impl
     assert "if constexpr (tiles != QmvStreamedTiles::checked) {" in impl
     assert "for (; t < num_tiles - (stages - 1); ++t) {" in impl
     assert "for (int t = 0; t < num_tiles + (has_residue_k ? 1 : 0); ++t) {" in impl
     assert "row0 += row_step;" in impl
     assert "} while (in_turn && more);" in impl
     kernel = definition(added, "__global__ void qmv_streamed_kernel(")
-    assert "int row_step = full_blocks > grid_x ? grid_x * rows : n;" in kernel
+    half_turns = definition(added, "constexpr bool qmv_streamed_half_turns() {")
+    assert "cute::sizeof_bits_v<Q> == 8 &&\n      V <= 4;" in half_turns
+    assert "rows_per_warp % 2 == 0 && qmv_streamed_half_turns<T, Q, vecs_per_block>();" in kernel
+    assert kernel.count("if constexpr (half_turns) {") == 2
+    assert "row_step -= rest > 0 ? cuda::ceil_div(rest, rows / 2) * rows : 0;" in kernel
+    assert "half_turns ? cuda::std::min(n, full_blocks * rows) : n);" in kernel
     turns = definition(added, "bool qmv_streamed_takes_turns(")
     assert "row_blocks > 2 * wave.blocks &&" in turns
     assert "(row_blocks > 4 * wave.blocks || 2 * last > wave.blocks)" in turns
     launch = definition(added, "void launch_qmv_streamed(")
     assert "!has_residue_k.value && qmv_streamed_in_turn<T, Q, vecs>();" in launch
-    assert "k / elems_per_warp >= stages - 1 &&" in launch
+    assert "bool can_turn = in_turn && k / elems_per_warp >= stages - 1;" in launch
+    assert "if (can_turn && qmv_streamed_half_turns<T, Q, vecs>() &&" in launch
+    assert "full < row_blocks && full > wave.blocks + halves) {" in launch
     assert launch.count("qmv_streamed_wave(") == 1  # the queries once a launch
     entry = (ROOT / "cuda" / "qmv_matrix_entry.cu").read_text()
     assert "if constexpr (!cu::qmv_streamed_in_turn<T, Q, V>()) {" in entry
-    assert "dim3 grid((row_blocks + 2) / 3, (m + V - 1) / V, l);" in entry
+    assert "R % 2 == 0 && cu::qmv_streamed_half_turns<T, Q, V>();" in entry
+    assert "dim3 grid(blocks, (m + V - 1) / V, l);" in entry
     matrix = (ROOT / "cuda" / "qmv_matrix.cu").read_text()
     assert matrix.count("QMV_TAIL_TURNS);") == 2  # B = 1 and B = 3
     assert matrix.count("t.in_turn, t.unsupported") == 1
