@@ -257,7 +257,10 @@ PY
 # names, run in that order: shorter than node ids in a device command of
 # 2000 characters), EXCLUDE (test names left out, exactly: test_qmm leaves
 # test_qmm_shapes in, where pytest's --deselect would not) and TEST_LIMIT
-# (seconds for all of them) choose fewer tests or more time.
+# (seconds for all of them) choose fewer tests or more time. The row tests
+# then run again with MLX_QMV_WIDE=1: ROWS (a pytest -k expression, rows_match
+# unless given) and ROWS_LIMIT (seconds, 120 unless given) choose which and how
+# long (the CPU wheel's qmv row test alone takes 100 s on 2 cores).
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 resume=()
 [ -n "${RESUME:-}" ] && [ -f "$RESUME/test_quantized.csv" ] && resume=(--resume "$RESUME/test_quantized.csv")
@@ -276,8 +279,8 @@ PYTHONPATH=$PATCHED python3 "$ROOT/bench/cuda_mlx_pytest.py" --out "$OUT/test_qu
   >"$OUT/test_quantized.txt" 2>&1
 echo "test_quantized.py rc $?: $(tail -1 "$OUT/test_quantized.txt")"
 grep -vE ',(passed|skipped),' "$OUT/test_quantized.csv" | cut -c1-240 | head -20
-MLX_QMV_WIDE=1 PYTHONPATH=$PATCHED timeout 120 python3 -m pytest -q -p no:cacheprovider -rs \
-  test_quantized.py -k rows_match >"$OUT/test_rows_wide.txt" 2>&1
+MLX_QMV_WIDE=1 PYTHONPATH=$PATCHED timeout "${ROWS_LIMIT:-120}" python3 -m pytest -q -p no:cacheprovider -rs \
+  test_quantized.py -k "${ROWS:-rows_match}" >"$OUT/test_rows_wide.txt" 2>&1
 echo "rows tests, MLX_QMV_WIDE=1, rc $?: $(tail -1 "$OUT/test_rows_wide.txt")"
 cd "$ROOT"
 fi
