@@ -175,6 +175,53 @@ def ptxas_table(log: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The tables a build writes (cmd_build), each in sections ("## patched" ...).
+PTXAS_TABLES = ("ptxas.md", "ptxas_matrix.md")
+
+
+def read_ptxas_table(text: str) -> dict[tuple[str, str], str]:
+    """(section, kernel) -> "regs | stack | spills" of one ptxas table."""
+    rows: dict[tuple[str, str], str] = {}
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+        elif " | " in line and not line.startswith(("kernel |", "---")):
+            kernel, rest = line.split(" | ", 1)
+            rows[(section, kernel)] = rest
+    return rows
+
+
+def ptxas_changes(old: str, new: str) -> tuple[int, list[str]]:
+    """How many kernels two builds' tables share, and a line per kernel whose
+    registers, stack or spills differ or that only one build has. An edit to
+    one kernel can move ptxas's allocation of others (session 44: 5-12% on
+    kernels the edit did not touch), so a fold lists what moved."""
+    a, b = read_ptxas_table(old), read_ptxas_table(new)
+    lines = []
+    for key in sorted(a.keys() | b.keys()):
+        was, now = a.get(key, "(absent)"), b.get(key, "(absent)")
+        if was != now:
+            lines.append(f"{key[0]}: {key[1]}: {was} -> {now}")
+    return len(a.keys() & b.keys()), lines
+
+
+def cmd_ptxas_diff(args: argparse.Namespace) -> int:
+    old, new = Path(args.old), Path(args.new)
+    found = False
+    for name in PTXAS_TABLES:
+        if not (old / name).is_file() or not (new / name).is_file():
+            continue
+        found = True
+        shared, lines = ptxas_changes((old / name).read_text(), (new / name).read_text())
+        print(f"{name}: {len(lines)} changed of {shared} kernels in both (regs | stack | spill st/ld)")
+        for line in lines:
+            print(f"  {line}")
+    if not found:
+        raise HarnessError(f"no {' or '.join(PTXAS_TABLES)} in both {old} and {new}")
+    return 0
+
+
 def run(cmd: list[str], log: Path | None = None) -> str:
     p = subprocess.run(cmd, capture_output=True, text=True)
     text = p.stdout + p.stderr
@@ -484,6 +531,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
     t.add_argument("--out", default=".")
     t.set_defaults(func=cmd_compile_time)
+    d = sub.add_parser("ptxas-diff", help="the kernels whose registers, stack or spills differ between two builds")
+    d.add_argument("old", help="a build folder (its ptxas.md and ptxas_matrix.md)")
+    d.add_argument("new", help="another build folder")
+    d.set_defaults(func=cmd_ptxas_diff)
     args = ap.parse_args(argv)
     try:
         return args.func(args)

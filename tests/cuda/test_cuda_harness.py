@@ -613,6 +613,28 @@ def test_parse_ptxas_registers_and_spills() -> None:
     assert row["arch"] == "sm_90a"
 
 
+def test_ptxas_diff_lists_the_kernels_that_moved(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`cuda_qmv.py ptxas-diff OLD NEW`: per table the kernels whose registers,
+    stack or spills differ, or that one build lacks, by section (the same
+    kernel name stands in the stock and patched sections); unchanged ones
+    are counted, not listed. Control: a build against itself lists none."""
+    head = "kernel | regs | stack | spill st/ld (bytes)\n---|---|---|---\n"
+    old, new = tmp_path / "old", tmp_path / "new"
+    for d, regs, extra in ((old, "237", ""), (new, "223", "k<3, u8> | 40 | 0 | 0/0\n")):
+        d.mkdir()
+        (d / "ptxas.md").write_text(f"## stock\n{head}k<1, u8> | 237 | 0 | 0/0\n"
+                                    f"## patched\n{head}k<1, u8> | {regs} | 0 | 0/0\nk<2, u4> | 96 | 0 | 0/0\n{extra}")
+    assert cuda_qmv.main(["ptxas-diff", str(old), str(new)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "ptxas.md: 2 changed of 3 kernels in both (regs | stack | spill st/ld)",
+        "  patched: k<1, u8>: 237 | 0 | 0/0 -> 223 | 0 | 0/0",
+        "  patched: k<3, u8>: (absent) -> 40 | 0 | 0/0"]
+    assert cuda_qmv.main(["ptxas-diff", str(old), str(old)]) == 0
+    assert capsys.readouterr().out == "ptxas.md: 0 changed of 3 kernels in both (regs | stack | spill st/ld)\n"
+    assert cuda_qmv.main(["ptxas-diff", str(old), str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"cuda_qmv: error: no ptxas.md or ptxas_matrix.md in both {old} and {tmp_path}"
+
+
 @pytest.mark.integration
 def test_queue_keeps_stock_kernel_and_adds_the_streamed_one(
     pinned_checkout: Path, patched_checkout: Path
