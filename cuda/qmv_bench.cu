@@ -792,10 +792,12 @@ int main(int argc, char** argv) {
     if (!bok) return 1;
   }
   // {N, K}; parity only: N where one or two 8-bit vectors take blocks of 16
-  // rows (4096 < N <= 6144, N > 16384) or one does (N <= 10240).
+  // rows (4096 < N <= 6144, N > 16384) or one does (N <= 10240), and where
+  // 5- and 6-bit blocks of 4 vectors run two full waves and then half-size
+  // row blocks (N = 20480; K of at least 5 tiles, for the turns).
   std::vector<Shape> shapes = {{14336, 4096},       {4096, 14336},
                                {4096, 4096},        {6144, 4096, false},
-                               {8192, 2048, false}, {20480, 1024, false}};
+                               {8192, 2048, false}, {20480, 2048, false}};
   if (ragged) {
     // {N, K}. Residue at 4 / 8 bits: 3840: 256 / 0; 4096 + 256: 256 / 0;
     // 3840 + 128: 384 / 128; 11008: 256 / 0; 4096 + 64: 64 / 64 (scale rows
