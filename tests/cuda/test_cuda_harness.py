@@ -283,7 +283,7 @@ def test_blocks_take_row_blocks_in_turn_and_the_matrix_forces_it() -> None:
     assert "} while (in_turn && more);" in impl
     kernel = definition(added, "__global__ void qmv_streamed_kernel(")
     half_turns = definition(added, "constexpr bool qmv_streamed_half_turns() {")
-    assert "cute::sizeof_bits_v<Q> == 8 &&\n      V <= 4;" in half_turns
+    assert "((bits == 8 && V <= 4) || (bits == 5 && V == 4));" in half_turns
     assert "rows_per_warp % 2 == 0 && qmv_streamed_half_turns<T, Q, vecs_per_block>();" in kernel
     assert kernel.count("if constexpr (half_turns) {") == 2
     assert "row_step -= rest > 0 ? cuda::ceil_div(rest, rows / 2) * rows : 0;" in kernel
