@@ -9,7 +9,10 @@
 # product, the dispatch, the fastest ring and qmm_sm80 (medians of the two
 # passes). MS="1" (session 42) times M = 1 with the one-vector rings, and
 # MS="2" (session 43) M = 2 with the rings of one and two vectors.
-# Usage: [SHAPES="K,N ..."] [MS="1 2 4 8 12 16"] bench/cuda_qmv_configs_8bit_device.sh C OUT
+# BITS=4 (session 47) times 4-bit weights, whose rings of up to 4 vectors
+# are the same instantiations (M = 1, 2 and 4 only: 4 bits has no 6-stage
+# rings of 8 vectors).
+# Usage: [SHAPES="K,N ..."] [MS="1 2 4 8 12 16"] [BITS=4] bench/cuda_qmv_configs_8bit_device.sh C OUT
 #   C: a folder holding the harness's qmv_bench
 set -uo pipefail
 H=$(dirname "$0")
@@ -21,8 +24,12 @@ RINGS_4="2,2,4,8 2,4,4,6 4,2,4,4 4,4,4,4 8,2,4,4 8,4,4,2 8,4,4,3"
 RINGS_8="2,2,8,6 4,2,8,3 4,2,8,4 4,2,8,6 8,2,8,2 8,2,8,3 8,2,8,4"
 RINGS_16="4,1,16,2"
 RINGS_1="16,1,1,4 16,2,1,4 2,4,1,8 4,2,1,8 4,4,1,4 4,4,1,6 4,4,1,8 8,1,1,8 8,2,1,8 8,4,1,4"
+bits=${BITS:-8}
 configs=""
 for m in ${MS:-4 8 12 16}; do
+  if [ "$bits" != 8 ] && { [ "$bits" != 4 ] || [ "$m" -gt 4 ]; }; then
+    echo "cuda_qmv_configs_8bit: no rings for $bits bits at M = $m (BITS=4: MS 1, 2, 4)" >&2; exit 2
+  fi
   case $m in
     1) rings=$RINGS_1 ;;
     2) rings="$RINGS_1 $RINGS_2" ;;
@@ -35,7 +42,7 @@ for m in ${MS:-4 8 12 16}; do
   configs="$configs $(configs_at "0,0,0,0 $rings" "$m")"
 done
 for pass in 1 2; do
-  time_shapes_in_turn "$O/t" 8 "${SHAPES:-4096,14336 14336,4096 4096,4096}" "$configs" "$C" || status=1
+  time_shapes_in_turn "$O/t" "$bits" "${SHAPES:-4096,14336 14336,4096 4096,4096}" "$configs" "$C" || status=1
 done
 python3 - "$O/t0/cuda_qmv_time.csv" > "$O/report.txt" <<'PY'
 import csv, statistics, sys

@@ -109,3 +109,23 @@ def test_an_m_without_rings_is_refused(tmp_path: Path, device_env: dict[str, str
                          text=True, env={**device_env, "MS": "3"}, cwd=ROOT, timeout=60)
     assert run.returncode == 2
     assert "no rings for M = 3" in run.stderr
+
+
+def test_bits_4_times_the_4_bit_rings_of_up_to_four_vectors(tmp_path: Path, device_env: dict[str, str]) -> None:
+    run, report = run_with_bench(tmp_path, device_env, MS="2 4", BITS="4")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = report.splitlines()[1:]
+    assert len(lines) == 12
+    assert "4096x14336 bf16 M= 2:  100.00 |   2,4,1,8 2418.00 (24.180) |   50.00" in lines
+    csv = (tmp_path / "out" / "t0" / "cuda_qmv_time.csv").read_text()
+    assert {row.split(",")[2] for row in csv.splitlines()[1:]} == {"4"}
+    assert csv.count("4096x4096,fp16,4,streamed,8,4,2,3,2,") == 2
+
+
+def test_bits_4_past_four_vectors_is_refused(tmp_path: Path, device_env: dict[str, str]) -> None:
+    c = tmp_path / "c"
+    c.mkdir()
+    run = subprocess.run(["bash", str(SCRIPT), str(c), str(tmp_path / "out")], capture_output=True,
+                         text=True, env={**device_env, "MS": "4 8", "BITS": "4"}, cwd=ROOT, timeout=60)
+    assert run.returncode == 2
+    assert "no rings for 4 bits at M = 8" in run.stderr
