@@ -13,14 +13,18 @@
 #     the dispatch and qmm_sm80 in the same CUDA graphs).
 # Summaries: python3 bench/cuda_qmv_ncu.py OUT/ncu_D_B.csv;
 #            python3 bench/cuda_qmv_stalls.py OUT/src_D.csv
-# Usage: cuda_qmv_open_cells_device.sh C OUT   (C holds qmv_bench)
+# SHAPE and SPECS replace the shape and the --profile specs (session 48:
+# SHAPE=4096,4096 SPECS="0,0,0,0,1 0,0,0,0,2" for one and two vectors), and
+# NO_SRC=1 leaves out step 2.
+# Usage: [SHAPE=K,N] [SPECS="..."] [NO_SRC=1] cuda_qmv_open_cells_device.sh C OUT
+#   (C holds qmv_bench)
 set -uo pipefail
 . "$(dirname "$0")/cuda_device_env.sh"
 begin_run "$1" "$2"
 BIN=$(realpath "$C")/qmv_bench
 ncu --version | tail -1 | tee -a "$O/env.txt"
-SHAPE=4096,14336
-SPECS="0,0,0,0,4 0,0,0,0,8 0,0,0,0,12 0,0,0,0,16 sm80,8 sm80,12 sm80,16"
+SHAPE=${SHAPE:-4096,14336}
+SPECS=${SPECS:-"0,0,0,0,4 0,0,0,0,8 0,0,0,0,12 0,0,0,0,16 sm80,8 sm80,12 sm80,16"}
 M="$(ncu_stall_metrics),$(ncu_pipe_metrics)"
 for d in 0 1; do
   for b in 4 8; do
@@ -33,7 +37,7 @@ for d in 0 1; do
     echo "ncu $d,$b: $(grep -c '"Duration"' "$O/ncu_${d}_$b.csv") kernels"
   done
 done
-for d in 0 1; do
+for d in $([ "${NO_SRC:-0}" = 1 ] || echo 0 1); do
   ncu --clock-control none -k regex:qmv_streamed --launch-count 1 --section SourceCounters \
     --section WarpStateStats --page source --print-source sass --csv \
     "$BIN" --profile "$d,8,$SHAPE" 0,0,0,0,8 > "$O/src_$d.csv" 2>> "$O/ncu_err.txt" || status=1
