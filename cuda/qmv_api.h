@@ -30,7 +30,8 @@ struct QmvArgs {
   // QMV_TAIL_PICKED as MLX picks it, QMV_TAIL_NONE every block at full size,
   // QMV_TAIL_HALF the last half of the row blocks at half size (forced, to
   // check those blocks on any device); QMV_TAIL_TURNS (configuration matrix
-  // only) a third as many blocks as row blocks, each taking them in turn.
+  // only) a third as many blocks as row blocks, each taking them in turn;
+  // QMV_TAIL_ALL_HALF every row block at half size (twice as many blocks).
   int tail;
 };
 
@@ -38,7 +39,8 @@ enum {
   QMV_TAIL_PICKED = 0,
   QMV_TAIL_NONE = 1,
   QMV_TAIL_HALF = 2,
-  QMV_TAIL_TURNS = 3
+  QMV_TAIL_TURNS = 3,
+  QMV_TAIL_ALL_HALF = 4
 };
 
 // launch_qmv_streamed's full_blocks for a.tail, with rows_per_block rows
@@ -49,6 +51,8 @@ inline int qmv_full_blocks(const QmvArgs& a, int rows_per_block) {
       return INT_MAX;
     case QMV_TAIL_HALF:
       return (a.n + rows_per_block - 1) / rows_per_block / 2;
+    case QMV_TAIL_ALL_HALF:
+      return 0;
     default:
       return -1;
   }

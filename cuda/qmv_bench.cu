@@ -503,7 +503,8 @@ static double check_qmm(int dtype, int bits, const Shape& sh, const Sets& sets,
 // vectors where the streamed kernel does not), and each listed configuration
 // (W = 0: the dispatch; T = 1: every block at full size, impl
 // streamed_no_tail; T = 2: the last half of the row blocks at half size,
-// impl streamed_half_tail; else the last wave as the launch picks it), as CSV
+// impl streamed_half_tail; T = 4: every row block at half size, impl
+// streamed_all_half; else the last wave as the launch picks it), as CSV
 // rows (appended to DIR/cuda_qmv_time.csv with --out DIR). auto,M,B and
 // sm80,M,B time the dispatch and qmm_sm80 on B batches of M vectors over
 // broadcast weights (x of shape (B, M, K); impl *_bB), auto,M,B,1 and
@@ -653,11 +654,12 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
     int W, R, V, D, T = QMV_TAIL_PICKED;
     int fields = sscanf(argv[i], "%d,%d,%d,%d,%d,%d", &W, &R, &V, &D, &M, &T);
     if (fields < 5 || M < 1 || M > 16 ||
-        (T != QMV_TAIL_PICKED && T != QMV_TAIL_NONE && T != QMV_TAIL_HALF)) {
+        (T != QMV_TAIL_PICKED && T != QMV_TAIL_NONE && T != QMV_TAIL_HALF &&
+         T != QMV_TAIL_ALL_HALF)) {
       fprintf(stderr,
               "qmv_bench: --time %s: expected W,R,V,D,M[,T] (M 1..16; T 1: "
               "no half-size blocks in the last wave, 2: the last half of the "
-              "row blocks at half size)\n",
+              "row blocks at half size, 4: every row block at half size)\n",
               argv[i]);
       return 2;
     }
@@ -677,6 +679,7 @@ static int time_configs(int argc, char** argv, const std::string& outdir,
     row(W == 0                  ? "streamed_auto"
         : T == QMV_TAIL_NONE    ? "streamed_no_tail"
         : T == QMV_TAIL_HALF    ? "streamed_half_tail"
+        : T == QMV_TAIL_ALL_HALF ? "streamed_all_half"
                                 : "streamed",
         W, R, V, D, M, us);
   }

@@ -238,7 +238,10 @@ def test_last_wave_runs_half_size_blocks_and_the_harness_checks_both() -> None:
     assert "wrvd[c][3], QMV_TAIL_HALF});" in bench
     assert '"streamed_no_tail"' in bench
     # --time's T = 2 times a ring with the last half of its row blocks at half size
-    assert "T != QMV_TAIL_NONE && T != QMV_TAIL_HALF" in bench and '"streamed_half_tail"' in bench
+    assert "T != QMV_TAIL_NONE && T != QMV_TAIL_HALF &&" in bench and '"streamed_half_tail"' in bench
+    # and T = 4 with every row block at half size (launch_qmv_streamed's full_blocks = 0)
+    assert "T != QMV_TAIL_ALL_HALF" in bench and '"streamed_all_half"' in bench
+    assert "case QMV_TAIL_ALL_HALF:\n      return 0;" in (ROOT / "cuda" / "qmv_api.h").read_text()
     matrix = (ROOT / "cuda" / "qmv_matrix.cu").read_text()
     assert matrix.count("QMV_TAIL_HALF);") == 2  # B = 1 and B = 3
     entry = (ROOT / "cuda" / "qmv_matrix_entry.cu").read_text()
