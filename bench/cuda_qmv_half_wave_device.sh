@@ -44,10 +44,10 @@ echo "part 1 (T = 1, 2, 4): $(($(date +%s) - t0)) s, status $status"
 t0=$(date +%s)
 SHAPES=${SHAPES:-"4096,14336 14336,4096 4096,4096 3840,15360 11008,4096 4096,6144 \
 2880,4096 2880,2880 4096,8192 2048,8192"} \
-  timeout 240 bash "$H/cuda_qmv_ab_device.sh" "$O/ab" "$BX" "$BY" > /dev/null 2>&1 || status=1
+  timeout 200 bash "$H/cuda_qmv_ab_device.sh" "$O/ab" "$BX" "$BY" > /dev/null 2>&1 || status=1
 echo "part 2 (A/B): $(($(date +%s) - t0)) s, status $status"
 t0=$(date +%s)
-timeout 150 bash -c ". '$H/cuda_device_env.sh'; harness_parity '$O/parity' '$BY' '4 8'" \
+timeout 120 bash -c ". '$H/cuda_device_env.sh'; harness_parity '$O/parity' '$BY' '4 8'" \
   || status=1
 echo "part 3 (parity): $(($(date +%s) - t0)) s, status $status"
 exit $status
