@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Every row block at half size where the whole launch is at most half a wave
 # (session 49), one device call:
-#  1. qmv_bench --time with BX (the queue's harness): 4-bit blocks of 2 and 4
-#     vectors ((8, 4, 2, 3), (8, 4, 4, 3)) and 8-bit ones ((2, 4, 2, 8),
-#     (2, 4, 4, 6)) as the dispatch picks their launch, every row block at
-#     full size (T = 1), the last half of them at half size (T = 2) and every
-#     one at half size (T = 4), twice;
+#  1. qmv_bench --time with BX (the queue's harness), the dispatch beside
+#     its ring with every row block at full size (T = 1), the last half of
+#     them at half size (T = 2) and every one at half size (T = 4): 4-bit
+#     rings of 2 and 4 vectors ((8, 4, 2, 3), (8, 4, 4, 3)) on T_SHAPES;
+#     8-bit rings of 1, 2 and 4 ((2, 4, 1, 8), (2, 4, 2, 8), (2, 4, 4, 6);
+#     T = 1 and 4) on 4096 x 4096 and 14336 x 4096; twice (PASSES);
 #  2. bench/cuda_qmv_ab_device.sh: BX against BY (the queue with the rule
 #     in launch_qmv_streamed) at M = 1, 2, 3, 4, 8, 16;
 #  3. BY's parity (harness_parity at 4 and 8 bits: --quick, the ragged sweep
@@ -37,8 +38,9 @@ for p in $(seq "${PASSES:-2}"); do
   done
   for s in 4096,4096 14336,4096; do
     for d in 0 1; do
-      timeout 60 "$BX/qmv_bench" --out "$O/t$p" --time "$d,8,$s" 0,0,0,0,2 \
-        2,4,2,8,2,1 2,4,2,8,2,4 0,0,0,0,4 2,4,4,6,4,1 2,4,4,6,4,4 \
+      timeout 60 "$BX/qmv_bench" --out "$O/t$p" --time "$d,8,$s" 0,0,0,0,1 \
+        2,4,1,8,1,1 2,4,1,8,1,4 0,0,0,0,2 2,4,2,8,2,1 2,4,2,8,2,4 0,0,0,0,4 \
+        2,4,4,6,4,1 2,4,4,6,4,4 \
         >> "$O/t$p/log.txt" 2>&1 || status=1
     done
   done
