@@ -1,0 +1,55 @@
+"""The dispatch's time over its ring's at full size (T = 1), per shape,
+dtype and M, from qmv_bench --time CSVs (bench/cuda_qmv_split_rule_device.sh):
+the fastest of each folder's passes, and what the launch does with the row
+blocks on a device of `--sms` multiprocessors (the 4-bit rings' blocks per
+multiprocessor from ptxas's registers, 256 threads a block)."""
+from __future__ import annotations
+
+import argparse
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+# Blocks of 8 warps resident per multiprocessor (65536 registers): ptxas's
+# 80, 128 and 216 registers for (8, 4, 1, 4), (8, 4, 2, 3) and (8, 4, 4, 3).
+BLOCKS_PER_SM = {1: 3, 2: 2, 4: 1}
+ROWS_PER_BLOCK = 32
+
+
+def launch(n: int, m: int, sms: int) -> str:
+    """What launch_qmv_streamed does with n rows at m vectors (4 bits)."""
+    per_sm = BLOCKS_PER_SM[m]
+    wave = per_sm * sms
+    row_blocks = -(-n // ROWS_PER_BLOCK)
+    last = row_blocks % wave
+    waves = f"{row_blocks / wave:.2f} waves"
+    if row_blocks > 2 * wave and (row_blocks > 4 * wave or 2 * last > wave):
+        return f"{waves}, in turn"
+    if per_sm < 2 or row_blocks <= wave or 2 * last > wave:
+        return f"{waves}, full"
+    return f"{waves}, last {last} split"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--sms", type=int, default=132)
+    args = parser.parse_args()
+    best: dict[tuple[str, str, int, str], float] = defaultdict(lambda: float("inf"))
+    for folder in args.folders:
+        with open(folder / "cuda_qmv_time.csv", newline="") as f:
+            for row in csv.DictReader(f):
+                impl = {"streamed_auto": "auto", "streamed_no_tail": "full"}.get(row["impl"])
+                if impl and row["bits"] == "4":
+                    key = (row["shape"], row["dtype"], int(row["M"]), impl)
+                    best[key] = min(best[key], float(row["us"]))
+    print("shape dtype M: launch | dispatch us | full-size us | dispatch / full")
+    for shape, dtype, m in sorted({k[:3] for k in best}):
+        auto, full = best[(shape, dtype, m, "auto")], best[(shape, dtype, m, "full")]
+        n = int(shape.split("x")[1])
+        print(f"{shape:>10} {dtype} M={m}: {launch(n, m, args.sms):24} | "
+              f"{auto:7.2f} | {full:7.2f} | {auto / full:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""bench/cuda_qmv_split_rule_device.sh with a stand-in for qmv_bench, and
+bench/cuda_qmv_split_report.py on CSVs written here: what the call times,
+and the ratios and launches the report prints."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "cuda_qmv_split_rule_device.sh"
+REPORT = ROOT / "bench" / "cuda_qmv_split_report.py"
+
+STAND_IN = """#!/bin/sh
+echo "$*" >> "{log}"
+exit {rc}
+"""
+
+HEADER = "shape,dtype,bits,impl,W,R,V,D,M,us,bytes,GBps\n"
+
+
+def _bench(tmp_path: Path, rc: int = 0) -> tuple[Path, Path]:
+    folder, log = tmp_path / "bx", tmp_path / "log.txt"
+    folder.mkdir()
+    (folder / "qmv_bench").write_text(STAND_IN.format(log=log, rc=rc))
+    (folder / "qmv_bench").chmod(0o755)
+    return folder, log
+
+
+def _run(tmp_path: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PASSES": "2", "SHAPES": "4096,20480 5120,17408"}
+    return subprocess.run(["bash", str(SCRIPT), str(folder), str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+
+
+def test_times_the_dispatch_beside_full_size_rings_per_pass_shape_and_dtype(tmp_path: Path) -> None:
+    folder, log = _bench(tmp_path)
+    run = _run(tmp_path, folder)
+    assert run.returncode == 0, run.stdout + run.stderr
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 * 2 * 2
+    assert all(c.endswith("0,0,0,0,1 8,4,1,4,1,1 0,0,0,0,2 8,4,2,3,2,1 0,0,0,0,4 8,4,4,3,4,1")
+               for c in calls)
+    assert sum("--time 1,4,5120,17408" in c for c in calls) == 2
+    assert {c.split()[1] for c in calls} == {str(tmp_path / "out" / "t1"), str(tmp_path / "out" / "t2")}
+
+
+def test_a_failing_bench_fails_the_call(tmp_path: Path) -> None:
+    folder, _ = _bench(tmp_path, rc=1)
+    assert _run(tmp_path, folder).returncode == 1
+
+
+def test_report_takes_the_fastest_pass_and_names_the_launch(tmp_path: Path) -> None:
+    rows = {
+        "t1": ["4096x20480,bf16,4,streamed_auto,0,0,0,0,2,30.5,1,1",
+               "4096x20480,bf16,4,streamed_no_tail,8,4,2,3,2,29.0,1,1",
+               "5120x17408,bf16,4,streamed_auto,0,0,0,0,4,44.8,1,1",
+               "5120x17408,bf16,4,streamed_no_tail,8,4,4,3,4,42.6,1,1",
+               "4096x4096,bf16,8,streamed_auto,0,0,0,0,1,7.4,1,1"],
+        "t2": ["4096x20480,bf16,4,streamed_auto,0,0,0,0,2,30.0,1,1",
+               "4096x20480,bf16,4,streamed_no_tail,8,4,2,3,2,29.4,1,1",
+               "5120x17408,bf16,4,streamed_auto,0,0,0,0,4,45.0,1,1",
+               "5120x17408,bf16,4,streamed_no_tail,8,4,4,3,4,43.0,1,1"],
+    }
+    for name, lines in rows.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "cuda_qmv_time.csv").write_text(HEADER + "\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, str(REPORT), str(tmp_path / "t1"), str(tmp_path / "t2")],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    lines = [line for line in out if "M=" in line]
+    # 8-bit rows are not the 4-bit rings' launches: left out.
+    assert len(lines) == 2
+    m2 = next(line for line in lines if "M=2" in line)
+    assert "2.42 waves, last 112 split" in m2 and "30.00" in m2 and "29.00" in m2 and "1.034" in m2
+    m4 = next(line for line in lines if "M=4" in line)
+    assert "4.12 waves, in turn" in m4 and m4.endswith("1.052")
