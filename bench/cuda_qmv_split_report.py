@@ -16,8 +16,13 @@ BLOCKS_PER_SM = {1: 3, 2: 2, 4: 1}
 ROWS_PER_BLOCK = 32
 
 
-def launch(n: int, m: int, sms: int) -> str:
-    """What launch_qmv_streamed does with n rows at m vectors (4 bits)."""
+def launch(k: int, n: int, m: int, sms: int) -> str:
+    """What the dispatch does with k x n at m vectors (4 bits): one vector
+    on rows of at most 4096 elements, or on at most 8192 rows, runs
+    qmv_prefetch_kernel (QmvStreamedTraits::prefetch), else the ring's
+    launch_qmv_streamed (with a rest of k it takes no turns)."""
+    if m == 1 and (k <= 4096 or n <= 8192):
+        return "qmv_prefetch_kernel"
     per_sm = BLOCKS_PER_SM[m]
     wave = per_sm * sms
     row_blocks = -(-n // ROWS_PER_BLOCK)
@@ -46,8 +51,8 @@ def main() -> None:
     print("shape dtype M: launch | dispatch us | full-size us | dispatch / full")
     for shape, dtype, m in sorted({k[:3] for k in best}):
         auto, full = best[(shape, dtype, m, "auto")], best[(shape, dtype, m, "full")]
-        n = int(shape.split("x")[1])
-        print(f"{shape:>10} {dtype} M={m}: {launch(n, m, args.sms):24} | "
+        k, n = (int(v) for v in shape.split("x"))
+        print(f"{shape:>10} {dtype} M={m}: {launch(k, n, m, args.sms):24} | "
               f"{auto:7.2f} | {full:7.2f} | {auto / full:.3f}")
 
 
