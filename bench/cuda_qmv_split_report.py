@@ -14,13 +14,16 @@ from pathlib import Path
 # 80, 128 and 216 registers for (8, 4, 1, 4), (8, 4, 2, 3) and (8, 4, 4, 3).
 BLOCKS_PER_SM = {1: 3, 2: 2, 4: 1}
 ROWS_PER_BLOCK = 32
+# k per tile at 4 bits: 32 lanes of 16 elements.
+TILE_K = 512
 
 
-def launch(k: int, n: int, m: int, sms: int) -> str:
+def launch(dtype: str, k: int, n: int, m: int, sms: int) -> str:
     """What the dispatch does with k x n at m vectors (4 bits): one vector
     on rows of at most 4096 elements, or on at most 8192 rows, runs
     qmv_prefetch_kernel (QmvStreamedTraits::prefetch), else the ring's
-    launch_qmv_streamed (with a rest of k it takes no turns)."""
+    launch_qmv_streamed, whose blocks take no turns with a rest of k or in
+    float16 blocks of 2 vectors (qmv_streamed_tiles)."""
     if m == 1 and (k <= 4096 or n <= 8192):
         return "qmv_prefetch_kernel"
     per_sm = BLOCKS_PER_SM[m]
@@ -28,7 +31,8 @@ def launch(k: int, n: int, m: int, sms: int) -> str:
     row_blocks = -(-n // ROWS_PER_BLOCK)
     last = row_blocks % wave
     waves = f"{row_blocks / wave:.2f} waves"
-    if row_blocks > 2 * wave and (row_blocks > 4 * wave or 2 * last > wave):
+    in_turn = k % TILE_K == 0 and not (dtype == "fp16" and m == 2)
+    if in_turn and row_blocks > 2 * wave and (row_blocks > 4 * wave or 2 * last > wave):
         return f"{waves}, in turn"
     if per_sm < 2 or row_blocks <= wave or 2 * last > wave:
         return f"{waves}, full"
@@ -52,7 +56,7 @@ def main() -> None:
     for shape, dtype, m in sorted({k[:3] for k in best}):
         auto, full = best[(shape, dtype, m, "auto")], best[(shape, dtype, m, "full")]
         k, n = (int(v) for v in shape.split("x"))
-        print(f"{shape:>10} {dtype} M={m}: {launch(k, n, m, args.sms):24} | "
+        print(f"{shape:>10} {dtype} M={m}: {launch(dtype, k, n, m, args.sms):24} | "
               f"{auto:7.2f} | {full:7.2f} | {auto / full:.3f}")
 
 

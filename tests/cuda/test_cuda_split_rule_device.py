@@ -75,3 +75,24 @@ def test_report_takes_the_fastest_pass_and_names_the_launch(tmp_path: Path) -> N
     assert "2.42 waves, last 112 split" in m2 and "30.00" in m2 and "29.00" in m2 and "1.034" in m2
     m4 = next(line for line in lines if "M=4" in line)
     assert "4.12 waves, in turn" in m4 and m4.endswith("1.052")
+
+
+def test_report_takes_no_turns_with_a_rest_of_k_or_float16_blocks_of_two(tmp_path: Path) -> None:
+    lines = ["3840x15360,bf16,4,streamed_auto,0,0,0,0,4,30.0,1,1",
+             "3840x15360,bf16,4,streamed_no_tail,8,4,4,3,4,30.0,1,1",
+             "4096x15360,bf16,4,streamed_auto,0,0,0,0,4,30.0,1,1",
+             "4096x15360,bf16,4,streamed_no_tail,8,4,4,3,4,30.0,1,1",
+             "4096x40960,fp16,4,streamed_auto,0,0,0,0,2,30.0,1,1",
+             "4096x40960,fp16,4,streamed_no_tail,8,4,2,3,2,30.0,1,1",
+             "4096x40960,bf16,4,streamed_auto,0,0,0,0,2,30.0,1,1",
+             "4096x40960,bf16,4,streamed_no_tail,8,4,2,3,2,30.0,1,1"]
+    (tmp_path / "t1").mkdir()
+    (tmp_path / "t1" / "cuda_qmv_time.csv").write_text(HEADER + "\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, str(REPORT), str(tmp_path / "t1")],
+                         capture_output=True, text=True, check=True).stdout
+    launches = {line.split(":")[0].strip(): line.split(":")[1].split("|")[0].strip()
+                for line in out.splitlines() if "M=" in line}
+    assert launches == {"3840x15360 bf16 M=4": "3.64 waves, full",
+                        "4096x15360 bf16 M=4": "3.64 waves, in turn",
+                        "4096x40960 fp16 M=2": "4.85 waves, full",
+                        "4096x40960 bf16 M=2": "4.85 waves, in turn"}
