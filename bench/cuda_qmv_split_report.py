@@ -10,28 +10,33 @@ import csv
 from collections import defaultdict
 from pathlib import Path
 
+import cuda_qmv_report
+
 # Blocks of 8 warps resident per multiprocessor (65536 registers): ptxas's
-# 80, 128 and 216 registers for (8, 4, 1, 4), (8, 4, 2, 3) and (8, 4, 4, 3).
-BLOCKS_PER_SM = {1: 3, 2: 2, 4: 1}
-ROWS_PER_BLOCK = 32
+# 80, 128 and 216 registers for the dispatch's 4-bit rings of 1, 2 and 4
+# vectors.
+BLOCKS_PER_SM = {(8, 4, 1, 4): 3, (8, 4, 2, 3): 2, (8, 4, 4, 3): 1}
 # k per tile at 4 bits: 32 lanes of 16 elements.
 TILE_K = 512
 
 
 def launch(dtype: str, k: int, n: int, m: int, sms: int) -> str:
-    """What the dispatch does with k x n at m vectors (4 bits): one vector
-    on rows of at most 4096 elements, or on at most 8192 rows, runs
-    qmv_prefetch_kernel (QmvStreamedTraits::prefetch), else the ring's
+    """What the dispatch (cuda_qmv_report.dispatch) does with k x n at m
+    vectors (4 bits): qmv_prefetch_kernel, or the ring's
     launch_qmv_streamed, whose blocks take no turns with a rest of k or in
     float16 blocks of 2 vectors (qmv_streamed_tiles)."""
-    if m == 1 and (k <= 4096 or n <= 8192):
+    ring = cuda_qmv_report.dispatch(4, m, k, n)
+    warps, rows, vecs, _ = ring
+    if vecs == 0:
         return "qmv_prefetch_kernel"
-    per_sm = BLOCKS_PER_SM[m]
+    per_sm = BLOCKS_PER_SM.get(ring)
+    if per_sm is None:
+        return f"ring {ring}, blocks per multiprocessor not known"
     wave = per_sm * sms
-    row_blocks = -(-n // ROWS_PER_BLOCK)
+    row_blocks = -(-n // (warps * rows))
     last = row_blocks % wave
     waves = f"{row_blocks / wave:.2f} waves"
-    in_turn = k % TILE_K == 0 and not (dtype == "fp16" and m == 2)
+    in_turn = k % TILE_K == 0 and not (dtype == "fp16" and vecs == 2)
     if in_turn and row_blocks > 2 * wave and (row_blocks > 4 * wave or 2 * last > wave):
         return f"{waves}, in turn"
     if per_sm < 2 or row_blocks <= wave or 2 * last > wave:
