@@ -2,7 +2,8 @@
 dtype and M, from qmv_bench --time CSVs (bench/cuda_qmv_split_rule_device.sh):
 the fastest of each folder's passes, and what the launch does with the row
 blocks on a device of `--sms` multiprocessors (the 4-bit rings' blocks per
-multiprocessor from ptxas's registers, 256 threads a block)."""
+multiprocessor from ptxas's registers, 256 threads a block; other widths
+name their ring)."""
 from __future__ import annotations
 
 import argparse
@@ -49,19 +50,23 @@ def main() -> None:
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--sms", type=int, default=132)
     args = parser.parse_args()
-    best: dict[tuple[str, str, int, str], float] = defaultdict(lambda: float("inf"))
+    best: dict[tuple[str, str, int, int, str], float] = defaultdict(lambda: float("inf"))
     for folder in args.folders:
         with open(folder / "cuda_qmv_time.csv", newline="") as f:
             for row in csv.DictReader(f):
                 impl = {"streamed_auto": "auto", "streamed_no_tail": "full"}.get(row["impl"])
-                if impl and row["bits"] == "4":
-                    key = (row["shape"], row["dtype"], int(row["M"]), impl)
+                if impl:
+                    key = (row["shape"], row["dtype"], int(row["bits"]), int(row["M"]), impl)
                     best[key] = min(best[key], float(row["us"]))
-    print("shape dtype M: launch | dispatch us | full-size us | dispatch / full")
-    for shape, dtype, m in sorted({k[:3] for k in best}):
-        auto, full = best[(shape, dtype, m, "auto")], best[(shape, dtype, m, "full")]
+    print("shape dtype bits M: launch | dispatch us | full-size us | dispatch / full")
+    for shape, dtype, bits, m in sorted({k[:4] for k in best}):
+        if (shape, dtype, bits, m, "full") not in best or (shape, dtype, bits, m, "auto") not in best:
+            continue  # timed without its pair
+        auto, full = best[(shape, dtype, bits, m, "auto")], best[(shape, dtype, bits, m, "full")]
         k, n = (int(v) for v in shape.split("x"))
-        print(f"{shape:>10} {dtype} M={m}: {launch(dtype, k, n, m, args.sms):24} | "
+        what = (launch(dtype, k, n, m, args.sms) if bits == 4
+                else f"ring {cuda_qmv_report.dispatch(bits, m, None, n)}")
+        print(f"{shape:>10} {dtype} {bits}-bit M={m}: {what:24} | "
               f"{auto:7.2f} | {full:7.2f} | {auto / full:.3f}")
 
 

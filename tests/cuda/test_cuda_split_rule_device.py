@@ -69,12 +69,34 @@ def test_report_takes_the_fastest_pass_and_names_the_launch(tmp_path: Path) -> N
     out = subprocess.run([sys.executable, str(REPORT), str(tmp_path / "t1"), str(tmp_path / "t2")],
                          capture_output=True, text=True, check=True).stdout.splitlines()
     lines = [line for line in out if "M=" in line]
-    # 8-bit rows are not the 4-bit rings' launches: left out.
+    # The 8-bit row has no full-size pair: left out.
     assert len(lines) == 2
     m2 = next(line for line in lines if "M=2" in line)
     assert "2.42 waves, last 112 split" in m2 and "30.00" in m2 and "29.00" in m2 and "1.034" in m2
     m4 = next(line for line in lines if "M=4" in line)
     assert "4.12 waves, in turn" in m4 and m4.endswith("1.052")
+
+
+def test_report_names_the_ring_of_other_widths(tmp_path: Path) -> None:
+    lines = ["4096x14336,bf16,8,streamed_auto,0,0,0,0,8,40.0,1,1",
+             "4096x14336,bf16,8,streamed_no_tail,4,2,8,6,8,44.0,1,1"]
+    (tmp_path / "t1").mkdir()
+    (tmp_path / "t1" / "cuda_qmv_time.csv").write_text(HEADER + "\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, str(REPORT), str(tmp_path / "t1")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "4096x14336 bf16 8-bit M=8: ring (4, 2, 8, 6)" in out and out.rstrip().endswith("0.909")
+
+
+def test_spec_follows_bits_and_vector_counts(tmp_path: Path) -> None:
+    folder, log = _bench(tmp_path)
+    env = {**os.environ, "PASSES": "1", "SHAPES": "4096,14336", "BITS": "8", "MS": "1 8"}
+    run = subprocess.run(["bash", str(SCRIPT), str(folder), str(tmp_path / "out")],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2
+    assert all("--time" in c and ",8,4096,14336 " in c and
+               c.endswith("0,0,0,0,1 2,4,1,8,1,1 0,0,0,0,8 4,2,8,6,8,1") for c in calls)
 
 
 def test_report_takes_no_turns_with_a_rest_of_k_or_float16_blocks_of_two(tmp_path: Path) -> None:
@@ -92,7 +114,7 @@ def test_report_takes_no_turns_with_a_rest_of_k_or_float16_blocks_of_two(tmp_pat
                          capture_output=True, text=True, check=True).stdout
     launches = {line.split(":")[0].strip(): line.split(":")[1].split("|")[0].strip()
                 for line in out.splitlines() if "M=" in line}
-    assert launches == {"3840x15360 bf16 M=4": "3.64 waves, full",
-                        "4096x15360 bf16 M=4": "3.64 waves, in turn",
-                        "4096x40960 fp16 M=2": "4.85 waves, full",
-                        "4096x40960 bf16 M=2": "4.85 waves, in turn"}
+    assert launches == {"3840x15360 bf16 4-bit M=4": "3.64 waves, full",
+                        "4096x15360 bf16 4-bit M=4": "3.64 waves, in turn",
+                        "4096x40960 fp16 4-bit M=2": "4.85 waves, full",
+                        "4096x40960 bf16 4-bit M=2": "4.85 waves, in turn"}
