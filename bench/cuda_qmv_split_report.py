@@ -25,7 +25,10 @@ def launch(dtype: str, k: int, n: int, m: int, sms: int) -> str:
     """What the dispatch (cuda_qmv_report.dispatch) does with k x n at m
     vectors (4 bits): qmv_prefetch_kernel, or the ring's
     launch_qmv_streamed, whose blocks take no turns with a rest of k or in
-    float16 blocks of 2 vectors (qmv_streamed_tiles)."""
+    float16 blocks of 2 vectors (qmv_streamed_tiles), and split a last wave
+    of at most half a wave (3/8 for blocks of at most 3 a multiprocessor
+    with fewer than 16 tiles) where 2 or more blocks fit a multiprocessor
+    (qmv_streamed_full_blocks, session 51)."""
     ring = cuda_qmv_report.dispatch(4, m, k, n)
     warps, rows, vecs, _ = ring
     if vecs == 0:
@@ -38,11 +41,29 @@ def launch(dtype: str, k: int, n: int, m: int, sms: int) -> str:
     last = row_blocks % wave
     waves = f"{row_blocks / wave:.2f} waves"
     in_turn = k % TILE_K == 0 and not (dtype == "fp16" and vecs == 2)
-    if in_turn and row_blocks > 2 * wave and (row_blocks > 4 * wave or 2 * last > wave):
+    if in_turn and takes_turns(wave, row_blocks, vecs):
         return f"{waves}, in turn"
-    if per_sm < 2 or row_blocks <= wave or 2 * last > wave:
+    short_large = k // TILE_K < 16 and per_sm <= 3
+    if per_sm < 2 or row_blocks <= wave or 8 * last > (3 if short_large else 4) * wave:
         return f"{waves}, full"
     return f"{waves}, last {last} split"
+
+
+def takes_turns(wave: int, row_blocks: int, vecs: int) -> bool:
+    """qmv_streamed_takes_turns (session 51): blocks of more than 4 vectors
+    past four waves or past two with the last more than half full; of up to
+    4 past six waves, or past four (of 3 or 4 vectors, two) with the last
+    more than half full, or (of up to 2) past two with it more than 70%
+    full."""
+    waves, last = divmod(row_blocks, wave)
+    fuller = 2 * last > wave
+    if vecs > 4:
+        return waves >= 2 and (row_blocks > 4 * wave or fuller)
+    if waves >= 6:
+        return row_blocks > 6 * wave
+    if waves >= 4 or (waves >= 2 and vecs > 2):
+        return fuller
+    return waves >= 2 and 10 * last > 7 * wave
 
 
 def main() -> None:

@@ -229,10 +229,14 @@ def test_last_wave_runs_half_size_blocks_and_the_harness_checks_both() -> None:
     assert "rows_per_warp / 2," in half  # out of line: no registers added
     wave = definition(added, "qmv_streamed_wave(Kernel* kernel")
     assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in wave
-    split = definition(added, "int qmv_streamed_full_blocks(")
-    assert "wave.blocks_per_sm < 2 || row_blocks <= wave.blocks ||\n      2 * last > wave.blocks" in split
+    split = definition(added, "qmv_streamed_full_blocks(QmvStreamedWave wave, int row_blocks, int tiles) {")
+    # Large blocks of short row blocks split at most 3/8 of a wave (session 51).
+    assert "bool short_large = tiles < 16 && wave.blocks_per_sm <= 3;" in split
+    assert ("wave.blocks_per_sm < 2 || row_blocks <= wave.blocks ||\n"
+            "      8 * last > (short_large ? 3 : 4) * wave.blocks") in split
     launch = added[added.index("void launch_qmv_streamed(") :]
     assert "num_blocks.y * num_blocks.z == 1" in launch
+    assert "full = qmv_streamed_full_blocks(wave, row_blocks, k / elems_per_warp);" in launch
     assert "&full};" in launch
     bench = (ROOT / "cuda" / "qmv_bench.cu").read_text()
     assert "wrvd[c][3], QMV_TAIL_HALF});" in bench
@@ -260,8 +264,10 @@ def test_last_wave_runs_half_size_blocks_and_the_harness_checks_both() -> None:
 
 def test_blocks_take_row_blocks_in_turn_and_the_matrix_forces_it() -> None:
     """Past four waves of row blocks (or past two with the last wave more
-    than half full) the launch runs one wave of blocks that take the row
-    blocks in turn; the tile loop is split so that only its last stages - 1
+    than half full; for blocks of up to 4 vectors past six, or past four
+    with it more than half full, or past two with it more than half (3 or 4
+    vectors) or 70% (up to 2) full) the launch runs one wave of blocks that
+    take the row blocks in turn; the tile loop is split so that only its last stages - 1
     tiles move the copies on; float16's 8-bit rings of 8 or more vectors
     keep one row block per block, and its 4-bit rings of 2 vectors the one
     loop that checks every refill. Past two full waves with a half-size
@@ -293,12 +299,16 @@ def test_blocks_take_row_blocks_in_turn_and_the_matrix_forces_it() -> None:
     assert kernel.count("if constexpr (half_turns) {") == 2
     assert "row_step -= rest > 0 ? cuda::ceil_div(rest, rows / 2) * rows : 0;" in kernel
     assert "half_turns ? cuda::std::min(n, full_blocks * rows) : n);" in kernel
-    turns = definition(added, "bool qmv_streamed_takes_turns(")
-    assert "row_blocks > 2 * wave.blocks &&" in turns
-    assert "(row_blocks > 4 * wave.blocks || 2 * last > wave.blocks)" in turns
+    turns = definition(added, "qmv_streamed_takes_turns(QmvStreamedWave wave, int row_blocks, int vecs) {")
+    assert "bool fuller = 2 * last > wave.blocks;" in turns
+    assert "if (vecs > 4) {\n    return waves >= 2 && (row_blocks > 4 * wave.blocks || fuller);" in turns
+    assert "if (waves >= 6) {\n    return row_blocks > 6 * wave.blocks;" in turns
+    assert "if (waves >= 4 || (waves >= 2 && vecs > 2)) {\n    return fuller;" in turns
+    assert "return waves >= 2 && 10 * last > 7 * wave.blocks;" in turns
     launch = definition(added, "void launch_qmv_streamed(")
     assert "!has_residue_k.value && qmv_streamed_in_turn<T, Q, vecs>();" in launch
     assert "bool can_turn = in_turn && k / elems_per_warp >= stages - 1;" in launch
+    assert "can_turn && qmv_streamed_takes_turns(wave, row_blocks, vecs)" in launch
     assert "if (can_turn && qmv_streamed_half_turns<T, Q, vecs>() &&" in launch
     assert "full < row_blocks && full > wave.blocks + halves) {" in launch
     assert launch.count("qmv_streamed_wave(") == 1  # the queries once a launch

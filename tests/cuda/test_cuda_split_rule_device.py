@@ -72,9 +72,12 @@ def test_report_takes_the_fastest_pass_and_names_the_launch(tmp_path: Path) -> N
     # The 8-bit row has no full-size pair: left out.
     assert len(lines) == 2
     m2 = next(line for line in lines if "M=2" in line)
-    assert "2.42 waves, last 112 split" in m2 and "30.00" in m2 and "29.00" in m2 and "1.034" in m2
+    # 3/8 of a wave at most for these blocks (3 a multiprocessor at most, 8
+    # tiles): 112 of 264 stays at full size; 4.12 waves with the last at most
+    # half full take no turns (session 51).
+    assert "2.42 waves, full" in m2 and "30.00" in m2 and "29.00" in m2 and "1.034" in m2
     m4 = next(line for line in lines if "M=4" in line)
-    assert "4.12 waves, in turn" in m4 and m4.endswith("1.052")
+    assert "4.12 waves, full" in m4 and m4.endswith("1.052")
 
 
 def test_report_names_the_ring_of_other_widths(tmp_path: Path) -> None:
@@ -118,3 +121,28 @@ def test_report_takes_no_turns_with_a_rest_of_k_or_float16_blocks_of_two(tmp_pat
                         "4096x15360 bf16 4-bit M=4": "3.64 waves, in turn",
                         "4096x40960 fp16 4-bit M=2": "4.85 waves, full",
                         "4096x40960 bf16 4-bit M=2": "4.85 waves, in turn"}
+
+
+def test_report_mirrors_the_queue_s_wave_rules() -> None:
+    """cuda_qmv_split_report.launch as qmv_streamed_full_blocks and
+    qmv_streamed_takes_turns decide (session 51), on H100/H200's 132
+    multiprocessors."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import cuda_qmv_split_report as report
+
+    cases = {
+        # (dtype, k, n, m): launch
+        ("bf16", 8192, 20480, 2): "2.42 waves, last 112 split",  # 16 tiles: half a wave
+        ("bf16", 4096, 17920, 2): "2.12 waves, last 32 split",  # 0.12 of a wave
+        ("bf16", 4096, 22016, 2): "2.61 waves, full",  # 2 vectors, 61% full: no turns
+        ("bf16", 4096, 40960, 2): "4.85 waves, in turn",
+        ("bf16", 4096, 20480, 4): "4.85 waves, in turn",
+        ("bf16", 4096, 21504, 4): "5.09 waves, full",  # 1 block a multiprocessor: no split
+        ("bf16", 4096, 30720, 4): "7.27 waves, in turn",
+        ("bf16", 4096, 12288, 4): "2.91 waves, in turn",
+        ("bf16", 5120, 13824, 1): "1.09 waves, last 36 split",
+    }
+    for (dtype, k, n, m), want in cases.items():
+        assert report.launch(dtype, k, n, m, 132) == want, (dtype, k, n, m)
+    assert report.takes_turns(264, 4 * 264 - 1, 8) and not report.takes_turns(264, 4 * 264 + 10, 4)
+    assert report.takes_turns(396, 2 * 396 + 300, 2) and not report.takes_turns(396, 2 * 396 + 270, 2)
