@@ -50,6 +50,43 @@ def stub_build() -> Callable[..., Path]:
     return make
 
 
+# A stand-in for qmv_bench and qmv_matrix that logs its arguments to LOG
+# ("$0 $*", a line a call), writes a CSV row where --out names a folder (as
+# qmv_bench --time does, so that the A/B's report has something to read),
+# prints a parity verdict and exits with RC.
+LOGGING_QMV_BENCH = """#!/bin/sh
+echo "$0 $*" >> "{log}"
+out=""
+while [ $# -gt 0 ]; do
+  [ "$1" = --out ] && out=$2
+  shift
+done
+if [ -n "$out" ]; then
+  mkdir -p "$out"
+  [ -f "$out/cuda_qmv_time.csv" ] || echo "shape,dtype,bits,impl,W,R,V,D,M,us" > "$out/cuda_qmv_time.csv"
+  echo "4096x4096,bf16,4,streamed_auto,0,0,0,0,2,5.0" >> "$out/cuda_qmv_time.csv"
+  echo "4096x4096,bf16,4,stock_qmv,0,0,0,0,2,9.0" >> "$out/cuda_qmv_time.csv"
+fi
+echo "PARITY OK (stand-in)"
+exit {rc}
+"""
+
+
+@pytest.fixture
+def logging_build() -> Callable[..., Path]:
+    """Makes FOLDER a stand-in build whose qmv_bench and qmv_matrix are
+    LOGGING_QMV_BENCH, logging to LOG and exiting with RC."""
+
+    def make(folder: Path, log: Path, rc: int = 0) -> Path:
+        folder.mkdir()
+        for name in ("qmv_bench", "qmv_matrix"):
+            (folder / name).write_text(LOGGING_QMV_BENCH.format(log=log, rc=rc))
+            (folder / name).chmod(0o755)
+        return folder
+
+    return make
+
+
 @pytest.fixture
 def run_script(device_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Runs a device script with ARGS from the project root in device_env
