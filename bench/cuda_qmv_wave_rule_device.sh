@@ -5,7 +5,7 @@
 #  1. bench/cuda_qmv_split_rule_device.sh with BX (the queue's harness) on
 #     R_SHAPES at R_BITS and R_MS: the dispatch beside its ring at full size;
 #  2. bench/cuda_qmv_ab_device.sh: BX against BZ (the queue with the change)
-#     at M = 1, 2, 3, 4, 8, 16 on SHAPES, 4 and 8 bits;
+#     at M = 1, 2, 3, 4, 8, 16 on SHAPES, 4 and 8 bits (or BITS, "4 5 6 8" say);
 #  3. BZ's parity (harness_parity at 4 and 8 bits: --quick, the ragged sweep
 #     and the configuration matrix, every row against stock M = 1 with the
 #     negative controls).
