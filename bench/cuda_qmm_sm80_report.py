@@ -15,15 +15,24 @@
    graphs, their ratio, and for broadcast weights qmm_sm80 on the same
    M * B vectors as one batch beside.
 
+With --pr, the pull request's two tables (docs/benchmarks.md, "Main vs this
+patch series") from one or more runs (the median of their times): main's
+qmv (stock, launched once per vector) over the dispatch at M = 1, 2, 4 and
+6, and qmm_sm80 over the dispatch at M = 8, 12 and 16 where patch 0011's
+rule takes qmv on a device of --sms multiprocessors.
+
 Usage: python3 bench/cuda_qmm_sm80_report.py OUT
+       python3 bench/cuda_qmm_sm80_report.py --pr [--sms 132] OUT [OUT ...]
 """
 from __future__ import annotations
 
 import csv
+import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_mlx_route_check import rule_takes_qmv  # noqa: E402
 from cuda_qmm_wheel_kernels import ncu_durations  # noqa: E402
 
 MS = (1, 2, 4, 8, 12, 16)
@@ -138,7 +147,59 @@ def ncu_table(out: Path, wheel: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pr_tables(runs: list[list[dict]], sms: int = 132) -> str:
+    """The pull request's tables: per product the median over `runs` of
+    main's time (stock_qmv at M) and the dispatch's (streamed_auto), then of
+    qmm_sm80's and the dispatch's at 8 to 16 vectors where patch 0011 takes
+    qmv, in the order the first run timed them. A product missing from a run
+    is left out of its median; one that no run timed is a "-"."""
+    times: dict[tuple, list[float]] = {}
+    for rows in runs:
+        for r in rows:
+            if r["impl"] in ("stock_qmv", "streamed_auto", "qmm_sm80"):
+                key = (r["shape"], r["dtype"], int(r["bits"]), r["impl"], int(r["M"]))
+                times.setdefault(key, []).append(float(r["us"]))
+    us = {k: statistics.median(v) for k, v in times.items()}
+    products = list(dict.fromkeys(k[:3] for k in us))
+
+    def pair(p: tuple, base: str, m: int) -> str:
+        b, d = us.get(p + (base, m)), us.get(p + ("streamed_auto", m))
+        return "-" if b is None or d is None else f"{b:.1f} / {d:.1f} ({b / d:.2f}x)"
+
+    def head(ms: tuple[int, ...]) -> list[str]:
+        cells = ["K x N", "dtype", "bits"] + [f"M = {m}" for m in ms]
+        return ["| " + " | ".join(cells) + " |", "|" + "---|" * len(cells)]
+
+    small = (1, 2, 4, 6)
+    out = head(small)
+    for p in products:
+        out.append("| " + " | ".join([p[0].replace("x", " x "), p[1], str(p[2])]
+                                     + [pair(p, "stock_qmv", m) for m in small]) + " |")
+    wide = (8, 12, 16)
+    out += [""] + head(wide)
+    for p in products:
+        k, n = (int(v) for v in p[0].split("x"))
+        if all(rule_takes_qmv(k, n, p[2], m, 1, sms) for m in wide):
+            out.append("| " + " | ".join([p[0].replace("x", " x "), p[1], str(p[2])]
+                                         + [pair(p, "qmm_sm80", m) for m in wide]) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--pr"]:
+        sms = 132
+        rest = argv[1:]
+        if rest[:1] == ["--sms"] and len(rest) > 1:
+            sms, rest = int(rest[1]), rest[2:]
+        if not rest:
+            print(__doc__, file=sys.stderr)
+            return 2
+        runs = []
+        for d in rest:
+            with open(Path(d) / "cuda_qmv_time.csv") as f:
+                runs.append(list(csv.DictReader(f)))
+        print(pr_tables(runs, sms), end="")
+        return 0
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2

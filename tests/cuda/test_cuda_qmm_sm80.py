@@ -195,6 +195,43 @@ def test_report_tables_batched_products_beside_one_batch_of_as_many_vectors(
         [dict(zip(rows[0].split(","), rows[2].split(",")))]) == ""
 
 
+def test_pr_tables_take_the_median_of_the_runs_and_qmm_sm80_only_where_the_route_takes_qmv(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    head = "shape,dtype,bits,impl,W,R,V,D,M,us,bytes,GBps"
+    runs = []
+    for i, (stock, auto) in enumerate(((30.0, 20.0), (32.0, 21.0), (31.0, 25.0))):
+        rows = [head]
+        for shape in ("4096x14336", "4096x4096"):
+            rows += [f"{shape},bf16,8,stock_qmv,0,0,0,0,1,{stock},1,1",
+                     f"{shape},bf16,8,streamed_auto,0,0,0,0,1,{auto},1,1"]
+            for m in (8, 12, 16):
+                rows += [f"{shape},bf16,8,qmm_sm80,0,0,0,0,{m},50.0,1,1",
+                         f"{shape},bf16,8,streamed_auto,0,0,0,0,{m},{20.0 + m},1,1"]
+        if i == 0:  # M = 2 timed in one run only
+            rows += ["4096x14336,bf16,8,stock_qmv,0,0,0,0,2,60.0,1,1",
+                     "4096x14336,bf16,8,streamed_auto,0,0,0,0,2,24.0,1,1"]
+        d = tmp_path / f"g{i}"
+        d.mkdir()
+        (d / "cuda_qmv_time.csv").write_text("\n".join(rows) + "\n")
+        runs.append(str(d))
+    assert cuda_qmm_sm80_report.main(["--pr", *runs]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "| K x N | dtype | bits | M = 1 | M = 2 | M = 4 | M = 6 |"
+    # Medians: stock 31.0, dispatch 21.0; a product no run timed is "-".
+    assert out[2] == "| 4096 x 14336 | bf16 | 8 | 31.0 / 21.0 (1.48x) | 60.0 / 24.0 (2.50x) | - | - |"
+    assert out[3] == "| 4096 x 4096 | bf16 | 8 | 31.0 / 21.0 (1.48x) | - | - | - |"
+    # 4096 x 14336 keeps qmm_sm80 upstream at 8 to 16 vectors: not in the
+    # second table.
+    assert out[5:] == ["| K x N | dtype | bits | M = 8 | M = 12 | M = 16 |", "|---|---|---|---|---|---|",
+                       "| 4096 x 4096 | bf16 | 8 | 50.0 / 28.0 (1.79x) | 50.0 / 32.0 (1.56x) | "
+                       "50.0 / 36.0 (1.39x) |"]
+    # On a device of 60 multiprocessors the rule leaves 4096 x 4096 to
+    # qmm_sm80 at 16 vectors too.
+    assert cuda_qmm_sm80_report.main(["--pr", "--sms", "60", *runs]) == 0
+    assert capsys.readouterr().out.splitlines()[7:] == []
+    assert cuda_qmm_sm80_report.main(["--pr"]) == 2
+
+
 def test_device_script_fails_when_a_timing_run_fails(tmp_path: Path) -> None:
     c, _, env = _stand_ins(tmp_path, bench_fails=True)
     run = subprocess.run(["bash", str(ROOT / "bench" / "cuda_qmm_sm80_device.sh"), str(c), str(tmp_path / "out")],
