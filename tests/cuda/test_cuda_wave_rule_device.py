@@ -43,3 +43,28 @@ def test_a_failing_build_fails_the_call_and_the_later_parts_still_run(tmp_path: 
     bx, bz = logging_build(tmp_path / "bx", log, rc=1), logging_build(tmp_path / "bz", log)
     run = _call(tmp_path, bx, bz)
     assert_failed_part_keeps_the_rest(log, bz, "part 1 (dispatch and full size)", run)
+
+
+def test_goals_runs_the_queue_s_table_twice_on_bz_and_writes_the_pr_s_tables(tmp_path: Path,
+        logging_build: Callable[..., Path]) -> None:
+    """GOALS_S adds part 0, BZ's goals table twice with M = 6 for the pull
+    request's table; R_S=0 leaves part 1 out."""
+    log = tmp_path / "log.txt"
+    bx, bz = logging_build(tmp_path / "bx", log), logging_build(tmp_path / "bz", log)
+    env = {**os.environ, "GOALS_S": "30", "R_S": "0", "SHAPES": "4096,4096", "AB_S": "30",
+           "PARITY_S": "30"}
+    run = subprocess.run(["bash", str(SCRIPT), str(bx), str(bz), str(tmp_path / "out")],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    calls = log.read_text().splitlines()
+    goals = [c for c in calls if "/out/goals/" in c]
+    # Two runs, each the issue's three shapes in both dtypes at 4 and 8 bits.
+    assert len(goals) == 24 and all(c.startswith(f"{bz}/qmv_bench") for c in goals)
+    assert {c.split("/out/goals/")[1].split()[0] for c in goals} == {"g1", "g2"}
+    assert all(" 0,0,0,0,4 0,0,0,0,6 0,0,0,0,8 " in c and c.endswith(" sm80,16") for c in goals)
+    pr = (tmp_path / "out" / "goals" / "pr.md").read_text()
+    assert pr.startswith("| K x N | dtype | bits | M = 2 |\n")
+    assert "| 4096 x 4096 | bf16 | 4 | 9.0 / 5.0 (1.80x) |" in pr
+    assert "part 0 (goals, twice)" in run.stdout and "part 1" not in run.stdout
+    assert not any("/out/r/" in c for c in calls)
+    assert_ab_then_parity(calls, bx, bz, tmp_path / "out", run)
