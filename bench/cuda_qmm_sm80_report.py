@@ -171,19 +171,19 @@ def pr_tables(runs: list[list[dict]], sms: int = 132) -> str:
         cells = ["K x N", "dtype", "bits"] + [f"M = {m}" for m in ms]
         return ["| " + " | ".join(cells) + " |", "|" + "---|" * len(cells)]
 
+    def row(p: tuple, base: str, ms: tuple[int, ...]) -> str:
+        cells = [p[0].replace("x", " x "), p[1], str(p[2])]
+        return "| " + " | ".join(cells + [pair(p, base, m) for m in ms]) + " |"
+
     # The columns of M = 1, 2, 4 and 6 that some run timed.
     small = tuple(m for m in (1, 2, 4, 6) if any(k[3:] == ("streamed_auto", m) for k in us))
-    out = head(small)
-    for p in products:
-        out.append("| " + " | ".join([p[0].replace("x", " x "), p[1], str(p[2])]
-                                     + [pair(p, "stock_qmv", m) for m in small]) + " |")
+    out = head(small) + [row(p, "stock_qmv", small) for p in products]
     wide = (8, 12, 16)
     out += [""] + head(wide)
     for p in products:
         k, n = (int(v) for v in p[0].split("x"))
         if all(rule_takes_qmv(k, n, p[2], m, 1, sms) for m in wide):
-            out.append("| " + " | ".join([p[0].replace("x", " x "), p[1], str(p[2])]
-                                         + [pair(p, "qmm_sm80", m) for m in wide]) + " |")
+            out.append(row(p, "qmm_sm80", wide))
     return "\n".join(out) + "\n"
 
 
