@@ -2,8 +2,8 @@
 dtype and M, from qmv_bench --time CSVs (bench/cuda_qmv_split_rule_device.sh):
 the fastest of each folder's passes, and what the launch does with the row
 blocks on a device of `--sms` multiprocessors (the 4-bit rings' blocks per
-multiprocessor from ptxas's registers, 256 threads a block; other widths
-name their ring)."""
+multiprocessor from ptxas's registers and the ring's shared memory, 256
+threads a block; other widths name their ring)."""
 from __future__ import annotations
 
 import argparse
@@ -13,12 +13,39 @@ from pathlib import Path
 
 import cuda_qmv_report
 
-# Blocks of 8 warps resident per multiprocessor (65536 registers): ptxas's
-# 80, 128 and 216 registers for the dispatch's 4-bit rings of 1, 2 and 4
-# vectors.
-BLOCKS_PER_SM = {(8, 4, 1, 4): 3, (8, 4, 2, 3): 2, (8, 4, 4, 3): 1}
+# ptxas's registers per thread for the dispatch's 4-bit rings (warps, rows
+# per warp, vectors, stages) of 1, 2 and 4 vectors.
+REGISTERS = {(8, 4, 1, 4): 80, (8, 4, 2, 3): 128, (8, 4, 4, 3): 216}
 # k per tile at 4 bits: 32 lanes of 16 elements.
 TILE_K = 512
+# Hopper's multiprocessor: 65536 registers, 228 KiB of shared memory of which
+# the runtime keeps 1 KiB per block.
+SM_REGISTERS = 65536
+SM_SHARED = 228 * 1024
+BLOCK_RESERVED_SHARED = 1024
+
+
+def ring_bytes(ring: tuple[int, int, int, int], group_size: int = 64) -> int:
+    """QmvStreamedLayout::bytes of a 4-bit ring of 16-bit x, scales and
+    biases (no residue): per stage the block's x tiles, its rows' packed w
+    and their scales and biases."""
+    warps, rows, vecs, stages = ring
+    x = vecs * TILE_K * 2
+    w = warps * rows * TILE_K * 4 // 8
+    sb = warps * rows * (TILE_K // group_size) * 2
+    return stages * (x + w + 2 * sb)
+
+
+def blocks_per_sm(ring: tuple[int, int, int, int]) -> int | None:
+    """cudaOccupancyMaxActiveBlocksPerMultiprocessor of the ring's blocks,
+    or None for a ring whose registers are not known: the lesser of what
+    the registers and what the shared-memory ring allow."""
+    regs = REGISTERS.get(ring)
+    if regs is None:
+        return None
+    by_registers = SM_REGISTERS // (regs * ring[0] * 32)
+    by_shared = SM_SHARED // (ring_bytes(ring) + BLOCK_RESERVED_SHARED)
+    return min(by_registers, by_shared)
 
 
 def launch(dtype: str, k: int, n: int, m: int, sms: int) -> str:
@@ -33,7 +60,7 @@ def launch(dtype: str, k: int, n: int, m: int, sms: int) -> str:
     warps, rows, vecs, _ = ring
     if vecs == 0:
         return "qmv_prefetch_kernel"
-    per_sm = BLOCKS_PER_SM.get(ring)
+    per_sm = blocks_per_sm(ring)
     if per_sm is None:
         return f"ring {ring}, blocks per multiprocessor not known"
     wave = per_sm * sms

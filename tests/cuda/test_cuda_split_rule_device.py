@@ -146,3 +146,24 @@ def test_report_mirrors_the_queue_s_wave_rules() -> None:
         assert report.launch(dtype, k, n, m, 132) == want, (dtype, k, n, m)
     assert report.takes_turns(264, 4 * 264 - 1, 8) and not report.takes_turns(264, 4 * 264 + 10, 4)
     assert report.takes_turns(396, 2 * 396 + 300, 2) and not report.takes_turns(396, 2 * 396 + 270, 2)
+
+
+def test_report_s_blocks_per_multiprocessor() -> None:
+    """The rings' blocks per multiprocessor as the occupancy query counts
+    them: the registers bind for the dispatch's 4-bit rings (3, 2, 1), and
+    a ring whose shared memory would not fit that many gets fewer."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import cuda_qmv_split_report as report
+
+    assert [report.blocks_per_sm(r) for r in report.REGISTERS] == [3, 2, 1]
+    # 4 stages of 1 vector: 512 * 2 bytes of x, 32 rows of 256 bytes of w and
+    # 2 x 32 rows of 16 bytes of scales and biases a stage.
+    assert report.ring_bytes((8, 4, 1, 4)) == 4 * (1024 + 8192 + 1024)
+    assert report.blocks_per_sm((8, 4, 2, 2)) is None
+    report.REGISTERS[(8, 8, 8, 6)] = 64  # 4 blocks by registers
+    try:
+        big = report.ring_bytes((8, 8, 8, 6))
+        assert big > report.SM_SHARED // 4
+        assert report.blocks_per_sm((8, 8, 8, 6)) == report.SM_SHARED // (big + 1024)
+    finally:
+        del report.REGISTERS[(8, 8, 8, 6)]
