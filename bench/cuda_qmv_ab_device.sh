@@ -4,13 +4,15 @@
 # and stock qmv, on the reference shapes and the real models' ones (or those
 # given in SHAPES, "K,N ..."), bf16 and fp16, 4 and 8 bits (or the widths
 # given in BITS, "3 5 6" say). Each shape runs
-# every build in turn, twice; the report gives, per product, the median of
-# the two runs of each build and its ratio to the first build's.
+# every build in turn, PASSES times (default 2: launches with bimodal
+# passes, such as 8 vectors on 4096 x 20480 on an H100, want more); the
+# report gives, per product, the median of each build's passes and its
+# ratio to the first build's.
 # Run from the project root.
 #   OUT: where b0/, b1/, ... (CSVs), env.txt and report.txt go;
 #   DIR...: folders holding qmv_bench (`bench/cuda_qmv.py build`), the first
 #     the reference (e.g. the last session's build).
-# Usage: [SHAPES="K,N ..."] [BITS="B ..."] bench/cuda_qmv_ab_device.sh OUT DIR0 DIR1 [DIR2 ...]
+# Usage: [SHAPES="K,N ..."] [BITS="B ..."] [PASSES=N] bench/cuda_qmv_ab_device.sh OUT DIR0 DIR1 [DIR2 ...]
 set -uo pipefail
 O=$1; shift
 builds=("$@")
@@ -22,7 +24,7 @@ shapes=${SHAPES:-"4096,14336 14336,4096 4096,4096 3840,15360 11008,4096 4096,614
 for shape in $shapes; do
   for bits in ${BITS:-4 8}; do
     for dtype in 0 1; do
-      for pass in 1 2; do
+      for _ in $(seq "${PASSES:-2}"); do
         for i in "${!builds[@]}"; do
           mkdir -p "$O/b$i"
           # shellcheck disable=SC2086
