@@ -18,9 +18,13 @@ import cuda_qmv_report
 REGISTERS = {(8, 4, 1, 4): 80, (8, 4, 2, 3): 128, (8, 4, 4, 3): 216}
 # k per tile at 4 bits: 32 lanes of 16 elements.
 TILE_K = 512
-# Hopper's multiprocessor: 65536 registers, 228 KiB of shared memory of which
+# Hopper's multiprocessor: 65536 registers in 4 partitions, given to a warp
+# in units of 256 (8 a thread); 64 warps; 228 KiB of shared memory of which
 # the runtime keeps 1 KiB per block.
 SM_REGISTERS = 65536
+SM_PARTITIONS = 4
+REGISTER_UNIT = 256
+SM_WARPS = 64
 SM_SHARED = 228 * 1024
 BLOCK_RESERVED_SHARED = 1024
 
@@ -39,11 +43,15 @@ def ring_bytes(ring: tuple[int, int, int, int], group_size: int = 64) -> int:
 def blocks_per_sm(ring: tuple[int, int, int, int]) -> int | None:
     """cudaOccupancyMaxActiveBlocksPerMultiprocessor of the ring's blocks,
     or None for a ring whose registers are not known: the lesser of what
-    the registers and what the shared-memory ring allow."""
+    the warps, the registers and the shared-memory ring allow. Registers
+    are counted as cuda_occupancy.h counts them: a warp's rounded up to the
+    allocation unit, and whole warps in each partition of the file."""
     regs = REGISTERS.get(ring)
     if regs is None:
         return None
-    by_registers = SM_REGISTERS // (regs * ring[0] * 32)
+    per_warp = -(-regs * 32 // REGISTER_UNIT) * REGISTER_UNIT
+    warps = SM_REGISTERS // SM_PARTITIONS // per_warp * SM_PARTITIONS
+    by_registers = min(warps, SM_WARPS) // ring[0]
     by_shared = SM_SHARED // (ring_bytes(ring) + BLOCK_RESERVED_SHARED)
     return min(by_registers, by_shared)
 

@@ -167,3 +167,10 @@ def test_report_s_blocks_per_multiprocessor() -> None:
         assert report.blocks_per_sm((8, 8, 8, 6)) == report.SM_SHARED // (big + 1024)
     finally:
         del report.REGISTERS[(8, 8, 8, 6)]
+    # 81 registers are allocated as 88: 5 warps in each quarter of the file,
+    # 20 warps, 2 blocks of 8 (65536 / (81 x 256) would say 3).
+    report.REGISTERS[(8, 4, 1, 5)] = 81
+    try:
+        assert report.blocks_per_sm((8, 4, 1, 5)) == 2
+    finally:
+        del report.REGISTERS[(8, 4, 1, 5)]
