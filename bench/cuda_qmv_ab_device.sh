@@ -7,7 +7,9 @@
 # every build in turn, PASSES times (default 2: launches with bimodal
 # passes, such as 8 vectors on 4096 x 20480 on an H100, want more); the
 # report gives, per product, the median of each build's passes and its
-# ratio to the first build's.
+# ratio to the first build's, then the products whose passes spread more
+# than 3% in some build (session 54: 5- and 6-bit M = 8 on 4096 x 20480 on
+# an H100 runs about 54 or 57.5 us by process, in every build).
 # Run from the project root.
 #   OUT: where b0/, b1/, ... (CSVs), env.txt and report.txt go;
 #   DIR...: folders holding qmv_bench (`bench/cuda_qmv.py build`), the first
@@ -45,8 +47,9 @@ def load(i):
         if r["impl"] in ("streamed_auto", "stock_qmv"):
             key = (r["shape"], r["dtype"], r["bits"], r["impl"], int(r["M"]))
             d[key].append(float(r["us"]))
-    return {k: statistics.median(v) for k, v in d.items()}
-runs = [load(i) for i in range(count)]
+    return d
+passes = [load(i) for i in range(count)]
+runs = [{k: statistics.median(v) for k, v in p.items()} for p in passes]
 print("shape dtype bits M: stock (b0) | dispatch us per build (b0 / bi)")
 for k in sorted(k for k in runs[0] if k[3] == "streamed_auto"):
     s = runs[0].get(k[:3] + ("stock_qmv", k[4]))
@@ -54,6 +57,17 @@ for k in sorted(k for k in runs[0] if k[3] == "streamed_auto"):
         f"{r[k]:7.2f} ({runs[0][k] / r[k]:.3f})" for r in runs if k in r
     )
     print(f"{k[0]:>10} {k[1]} {k[2]}-bit M={k[4]:>2}: stock {s:7.2f} | {times}")
+# Launches whose passes (one process each) spread more than 3% in some build:
+# their medians' ratios are not to be read as a difference between builds.
+spread = [
+    k for k in sorted(k for k in passes[0] if k[3] == "streamed_auto")
+    if any(k in p and max(p[k]) > 1.03 * min(p[k]) for p in passes)
+]
+if spread:
+    print("passes more than 3% apart (us, each build's passes in order):")
+for k in spread:
+    times = " | ".join(" ".join(f"{t:.2f}" for t in p[k]) for p in passes if k in p)
+    print(f"  {k[0]} {k[1]} {k[2]} bits, {k[4]} vectors: {times}")
 EOF
 cat "$O/report.txt"
 echo "status $status"
