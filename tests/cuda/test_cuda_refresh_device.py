@@ -64,3 +64,20 @@ def test_refresh_leaves_out_parts_of_limit_zero_and_cuts_at_the_deadline(
     assert parts["ab48"] == "ab48 left out"
     assert parts["parity"].startswith("parity rc 124 "), parts
     assert int(parts["parity"].split()[3]) <= 4, parts
+
+
+def test_refresh_keeps_timing_the_goals_after_a_failed_run(
+        tmp_path: Path, stub_build: Callable[..., Path], run_script: Callable) -> None:
+    """A goals run that fails (as the pin's qmm_sm80 check does when its
+    epilogue races) still leaves the second run and the pull request's
+    tables; the part reports the failure."""
+    old = stub_build(tmp_path / "old", 10)
+    new = stub_build(tmp_path / "new", 8, qmv_matrix=MATRIX)
+    bench = new / "qmv_bench"
+    bench.write_text(bench.read_text() + "exit 1\n")
+    out = tmp_path / "out"
+    done = run_script(SCRIPT, out, old, new, AB48_S="0", PARITY_S="0", AB56_S="0")
+    assert done.returncode == 1
+    assert _parts(out)["goals"].startswith("goals rc 1 "), _parts(out)
+    assert (out / "goals" / "g2" / "cuda_qmv_time.csv").exists()
+    assert "4096 x 14336" in (out / "goals" / "pr.md").read_text()
