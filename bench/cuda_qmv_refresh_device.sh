@@ -11,11 +11,14 @@
 #  3. parity: NEW's rows against stock M = 1, negative controls included
 #     (harness_parity at 4, 8, 5 and 6 bits, the ragged sweep, the matrix);
 #  4. ab56: OLD against NEW at 5 and 6 bits.
+# AA=1 runs each A/B as OLD, NEW, OLD: the report's third column is OLD
+# over OLD, the spread an A/B's ratios are read against (per-process modes
+# of a few launches, session 54).
 # CARD, where set, names the card the figures are for: on another one
 # (a call for an H200 may run on an H100) the script stops before timing
 # anything, with exit code 3.
 # Usage: [CARD=H200] [T=560] [GOALS_S=150] [AB48_S=170] [PARITY_S=100]
-#        [AB56_S=200] [PASSES=2] bench/cuda_qmv_refresh_device.sh OUT OLD NEW
+#        [AB56_S=200] [PASSES=2] [AA=1] bench/cuda_qmv_refresh_device.sh OUT OLD NEW
 #   T: the deadline, seconds from the start; *_S: the most a part may take
 #   (0 leaves the part out); OLD, NEW: folders holding qmv_bench (and NEW
 #   qmv_matrix) from `bench/cuda_qmv.py build`.
@@ -25,6 +28,8 @@ set -uo pipefail
 here=$(dirname "$0")
 . "$here/cuda_device_env.sh"
 O=$1 old=$2 new=$3
+ab_builds=("$old" "$new")
+[ "${AA:-0}" = 1 ] && ab_builds+=("$old")
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>&1 | head -1)
 if [ -n "${CARD:-}" ] && [[ "$card" != *"$CARD"* ]]; then
   echo "cuda_qmv_refresh_device.sh: the card is '$card', not an $CARD: nothing timed" >&2
@@ -77,9 +82,9 @@ export -f goals
 export O new here
 part goals "${GOALS_S:-150}" bash -c goals
 SHAPES="4096,14336 14336,4096 4096,4096 4096,12544 4096,12288 4096,16384 4096,17408 5120,17408 5120,18432 4096,17920 4096,21504 4096,34304" \
-  BITS="4 8" part ab48 "${AB48_S:-170}" bash "$here/cuda_qmv_ab_device.sh" "$O/ab48" "$old" "$new" > /dev/null
+  BITS="4 8" part ab48 "${AB48_S:-170}" bash "$here/cuda_qmv_ab_device.sh" "$O/ab48" "${ab_builds[@]}" > /dev/null
 part parity "${PARITY_S:-100}" bash -c ". '$here/cuda_device_env.sh'; harness_parity '$O/parity' '$new' '4 8 5 6'" > "$O/parity.txt" 2>&1
 SHAPES="4096,11008 4096,12288 4096,14336 4096,16384 4096,17408 4096,20480 4096,22016 4096,28672 4096,34304 5120,18432" \
-  BITS="5 6" part ab56 "${AB56_S:-200}" bash "$here/cuda_qmv_ab_device.sh" "$O/ab56" "$old" "$new" > /dev/null
+  BITS="5 6" part ab56 "${AB56_S:-200}" bash "$here/cuda_qmv_ab_device.sh" "$O/ab56" "${ab_builds[@]}" > /dev/null
 cat "$O/parts.txt"
 exit $status

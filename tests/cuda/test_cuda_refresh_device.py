@@ -81,3 +81,18 @@ def test_refresh_keeps_timing_the_goals_after_a_failed_run(
     assert _parts(out)["goals"].startswith("goals rc 1 "), _parts(out)
     assert (out / "goals" / "g2" / "cuda_qmv_time.csv").exists()
     assert "4096 x 14336" in (out / "goals" / "pr.md").read_text()
+
+
+def test_refresh_with_aa_runs_old_again_after_new(
+        tmp_path: Path, stub_build: Callable[..., Path], run_script: Callable) -> None:
+    """AA=1: each A/B times OLD, NEW and OLD again, so the report carries
+    OLD over OLD beside OLD over NEW."""
+    old = stub_build(tmp_path / "old", 10)
+    new = stub_build(tmp_path / "new", 8, qmv_matrix=MATRIX)
+    out = tmp_path / "out"
+    done = run_script(SCRIPT, out, old, new, PASSES="1", AA="1", GOALS_S="0", PARITY_S="0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for ab in ("ab48", "ab56"):
+        assert sorted(p.name for p in (out / ab).glob("b*")) == ["b0", "b1", "b2"]
+    report = (out / "ab48" / "report.txt").read_text()
+    assert "10.00 (1.000)    8.00 (1.250)   10.00 (1.000)" in report, report
